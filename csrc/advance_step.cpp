@@ -1,0 +1,30 @@
+// flycuda: advance_step — argument checks and the CPU impl (step[0] += n).
+#include "checks.h"
+#include "common.h"
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+namespace flycuda {
+
+void check_advance_step(const at::Tensor& step) {
+  constexpr const char* kOpName = "advance_step";
+  // step: [1] int64.
+  CHECK_DTYPE(step, at::kLong);
+  CHECK_DIM(step, 1);
+  CHECK_SIZE(step, 0, 1);
+}
+
+namespace {
+
+void advance_step_cpu(at::Tensor& step,  // [1]
+                      int64_t n) {
+  check_advance_step(step);
+  step.data_ptr<int64_t>()[0] += n;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(flycuda, CPU, m) { m.impl("advance_step", &advance_step_cpu); }
+
+}  // namespace flycuda

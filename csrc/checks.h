@@ -1,0 +1,35 @@
+// flycuda: argument checkers, one per op, shared by the CPU (.cpp) and CUDA
+// (.cu) impls so both reject exactly the same inputs before touching outputs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
+#include <c10/util/string_view.h>
+
+#include <cstdint>
+
+namespace flycuda {
+
+// How motion_to_ctrl maps a frame position outside [0, T-1] back into it.
+enum class FrameMode : int { Clamp = 0, Loop = 1 };
+
+// Validates every argument of motion_to_ctrl and returns the parsed mode.
+// `check_values` also validates the entries of act_ids (range, duplicates),
+// which needs a device-to-host copy on CUDA; it is skipped during capture.
+FrameMode check_motion_to_ctrl(const at::Tensor& motion,                 // [M, T, D]
+                               const at::Tensor& step,                   // [1]
+                               const at::Tensor& ctrl,                   // [W, nu]
+                               const at::Tensor& act_ids,                // [D]
+                               const c10::optional<at::Tensor>& offsets, // [W]
+                               double frames_per_step, c10::string_view mode,
+                               int64_t advance, bool check_values);
+
+void check_advance_step(const at::Tensor& step);  // [1]
+
+void check_record_qpos(const at::Tensor& qpos,     // [W, nq]
+                       const at::Tensor& adrs,     // [D]
+                       const at::Tensor& history,  // [W, R, D]
+                       const at::Tensor& step,     // [1]
+                       int64_t every, bool check_values);
+
+}  // namespace flycuda

@@ -1,0 +1,63 @@
+// flycuda: check macros and helpers shared by every kernel family.
+//
+// Every checker function defines `constexpr const char* kOpName = "<op>";` so
+// that the macros below can prefix messages with the public op name, e.g.
+//   flycuda.motion_to_ctrl: argument 'ctrl' must have dtype Float, got Double
+#pragma once
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+
+#define FLYCUDA_CHECK(cond, ...) \
+  TORCH_CHECK(cond, "flycuda.", kOpName, ": ", __VA_ARGS__)
+#define FLYCUDA_CHECK_VALUE(cond, ...) \
+  TORCH_CHECK_VALUE(cond, "flycuda.", kOpName, ": ", __VA_ARGS__)
+
+#define CHECK_DTYPE(x, dt)                                                   \
+  FLYCUDA_CHECK((x).scalar_type() == (dt), "argument '" #x "' must have dtype ", \
+                (dt), ", got ", (x).scalar_type())
+#define CHECK_DIM(x, n)                                                    \
+  FLYCUDA_CHECK((x).dim() == (n), "argument '" #x "' must be a ", (n),       \
+                "-D tensor, got ", (x).dim(), "-D with shape ", (x).sizes())
+#define CHECK_SIZE(x, i, n)                                                  \
+  FLYCUDA_CHECK((x).size(i) == (n), "argument '" #x "' must have size ", (n), \
+                " in dim ", (i), ", got shape ", (x).sizes())
+#define CHECK_SAME_DEVICE(x, ref)                                            \
+  FLYCUDA_CHECK((x).device() == (ref).device(), "argument '" #x               \
+                "' must be on ", (ref).device(), " (the device of '" #ref      \
+                "'), got ", (x).device())
+#define CHECK_CONTIGUOUS(x)                                                  \
+  FLYCUDA_CHECK((x).is_contiguous(), "argument '" #x                          \
+                "' must be contiguous, got shape ", (x).sizes(), " strides ", \
+                (x).strides())
+#define CHECK_NO_OVERLAP(x)                                                  \
+  FLYCUDA_CHECK(at::has_internal_overlap(x) != at::MemOverlap::Yes,            \
+                "argument '" #x "' must not have overlapping memory (e.g. an " \
+                "expanded tensor), got shape ", (x).sizes(), " strides ",    \
+                (x).strides())
+#define CHECK_INDEX_DTYPE(x)                                                 \
+  FLYCUDA_CHECK((x).scalar_type() == at::kInt || (x).scalar_type() == at::kLong, \
+                "argument '" #x "' must have dtype Int or Long, got ",       \
+                (x).scalar_type())
+
+// Code compiled both by the host compiler and by nvcc.
+#if defined(__CUDACC__)
+#define FLYCUDA_HOST_DEVICE __host__ __device__
+#else
+#define FLYCUDA_HOST_DEVICE
+#endif
+
+namespace flycuda {
+
+inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Checks that every entry of the 1-D index tensor `ids` lies in [0, bound)
+// and, when `unique`, that no entry repeats. Copies `ids` to the host when it
+// lives on a device (callers skip this while a CUDA graph is being captured).
+void check_index_values(const char* op, const char* name, const at::Tensor& ids,
+                        int64_t bound, const char* bound_name, bool unique);
+
+}  // namespace flycuda

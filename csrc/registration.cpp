@@ -1,0 +1,36 @@
+// flycuda: every operator schema, in one place.
+//
+// Each kernel family registers its own CPU impl (<family>.cpp) and CUDA impl
+// (<family>.cu) with TORCH_LIBRARY_IMPL, so a CPU-only build simply leaves the
+// .cu files out. Importing flycuda._C runs these static registrations; the
+// module itself is empty (no pybind), following pytorch/extension-cpp.
+#include <Python.h>
+#include <torch/library.h>
+
+extern "C" {
+/* Creates a dummy empty _C module that can be imported from Python. */
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {
+      PyModuleDef_HEAD_INIT, "_C", /* name of module */
+      nullptr,                     /* module documentation */
+      -1,                          /* size of per-interpreter state */
+      nullptr,                     /* methods */
+  };
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(flycuda, m) {
+  // ctrl[w, act_ids[d]] = motion[m(w), f(w), d] interpolated at the frame
+  // f(w) = offsets[w] + step[0] * frames_per_step; then step += advance.
+  m.def(
+      "motion_to_ctrl(Tensor motion, Tensor(a!) step, Tensor(b!) ctrl, "
+      "Tensor act_ids, Tensor? offsets, float frames_per_step, str mode, "
+      "int advance) -> ()");
+  // step[0] += n, on the device.
+  m.def("advance_step(Tensor(a!) step, int n) -> ()");
+  // history[w, step // every, d] = qpos[w, adrs[d]] when step % every == 0.
+  m.def(
+      "record_qpos(Tensor qpos, Tensor adrs, Tensor(a!) history, Tensor step, "
+      "int every) -> ()");
+}

@@ -1,0 +1,27 @@
+"""Loads the compiled extension ``flycuda._C`` and says what it was built with."""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    from . import _C  # noqa: F401  (runs the TORCH_LIBRARY registrations)
+except ImportError as e:  # pragma: no cover - exercised only on broken installs
+    raise ImportError(
+        "flycuda's compiled extension flycuda._C could not be loaded ({}). Build it with "
+        "`pip install --no-build-isolation -e .` against the torch you run (torch {}).".format(
+            e, torch.__version__)
+    ) from e
+
+OPS = ("motion_to_ctrl", "advance_step", "record_qpos")
+
+
+def has_cuda_ops() -> bool:
+    """True when flycuda._C was built with its CUDA kernels (CUDAExtension)."""
+    return all(torch._C._dispatch_has_kernel_for_dispatch_key(f"flycuda::{op}", "CUDA")
+               for op in OPS)
+
+
+def cuda_ready() -> bool:
+    """True when the CUDA kernels are built and a CUDA GPU is visible."""
+    return has_cuda_ops() and torch.cuda.is_available()

@@ -1,0 +1,137 @@
+"""Typed Python wrappers of flycuda's ops, with fake kernels for torch.compile.
+
+Every op works in place on tensors that may be zero-copy views of MuJoCo Warp
+arrays (``wp.to_torch(d.ctrl)``), reads the step counter on the device and
+never synchronizes with the host while a CUDA graph is being captured, so a
+sequence of them can be captured once and replayed every simulation step.
+
+Shapes: W worlds, T recorded frames, D driven DOFs, nu controls, nq positions,
+R recorded samples.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _ext  # noqa: F401  (loads flycuda._C before the fakes below)
+
+__all__ = ["motion_to_ctrl", "advance_step", "record_qpos", "new_step_counter"]
+
+MODES = ("clamp", "loop")
+
+
+def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
+                   act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
+                   frames_per_step: float = 1.0, mode: str = "clamp",
+                   advance: int = 0) -> None:
+    """Writes each world's target angles at the current step into ``ctrl``.
+
+    For every world w and DOF d, with the frame position
+    ``f = offsets[w] + step[0] * frames_per_step`` (float64)::
+
+        ctrl[w, act_ids[d]] = lerp(motion[m, floor(f), d], motion[m, next, d], f - floor(f))
+
+    where ``m = 0`` if M == 1 else ``w``. In mode ``"clamp"`` f is clamped to
+    [0, T-1]; in ``"loop"`` it wraps modulo T (frame T-1 blends into frame 0).
+    With ``frames_per_step == 1`` and integer offsets this is an exact copy.
+    Non-finite positions (NaN offsets) read frame 0. The blend is computed in
+    float64 and rounded once, identically on CPU and CUDA.
+
+    Args:
+        motion: float32 [M, T, D], contiguous; M == 1 (shared) or M == W.
+        step: int64 [1] step counter on the same device (never read on the host).
+        ctrl: float32 [W, nu], written in place at columns ``act_ids`` only. Any
+            strides (e.g. a row-strided view of MuJoCo Warp's ``Data.ctrl``), but
+            no overlapping memory.
+        act_ids: int32/int64 [D], distinct, each in [0, nu).
+        offsets: float32/float64 [W] start frame per world (fractional, negative
+            or past the end allowed); default 0.
+        frames_per_step: recording frames per simulation step (= recording fps x
+            timestep); finite.
+        mode: ``"clamp"`` or ``"loop"``.
+        advance: if > 0, ``step += advance`` in the same launch, after every
+            world has read the counter (the fused form: one kernel per step).
+
+    Raises:
+        RuntimeError: wrong dtype, rank, shape, device, contiguity, or act_ids
+            out of range/duplicated; ``ctrl`` and ``step`` are left untouched.
+        ValueError: bad ``mode``, non-finite ``frames_per_step``, ``advance < 0``.
+
+    On CUDA, act_ids values are checked with a small host copy, except while a
+    CUDA graph is being captured (then out-of-range ids are skipped in the
+    kernel). Fused launches whose counters map to the same device-global
+    ticket slot must not run concurrently on different streams.
+    """
+    if mode not in MODES:
+        raise ValueError(f"flycuda.motion_to_ctrl: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
+    torch.ops.flycuda.motion_to_ctrl.default(motion, step, ctrl, act_ids, offsets,
+                                             float(frames_per_step), mode, int(advance))
+
+
+def advance_step(step: torch.Tensor, n: int = 1) -> None:
+    """Adds ``n`` to the int64 [1] step counter in place, on its own device."""
+    torch.ops.flycuda.advance_step.default(step, int(n))
+
+
+def record_qpos(qpos: torch.Tensor, adrs: torch.Tensor, history: torch.Tensor,
+                step: torch.Tensor, *, every: int = 1) -> None:
+    """Records joint positions at the current step into ``history``.
+
+    With ``s = step[0]``: if ``s >= 0``, ``s % every == 0`` and ``s // every < R``,
+    ``history[w, s // every, d] = qpos[w, adrs[d]]`` for all w, d; otherwise
+    nothing is written.
+
+    Args:
+        qpos: float32 [W, nq], any strides (e.g. ``wp.to_torch(d.qpos)``).
+        adrs: int32/int64 [D], each in [0, nq) (repeats allowed).
+        history: float32 [W, R, D], written in place; no overlapping memory.
+        step: int64 [1] step counter on the same device.
+        every: record one sample every ``every`` steps (>= 1).
+
+    Raises:
+        RuntimeError: wrong dtype, rank, shape, device, or adrs out of range;
+            ``history`` is left untouched.
+        ValueError: ``every < 1``.
+    """
+    torch.ops.flycuda.record_qpos.default(qpos, adrs, history, step, int(every))
+
+
+def new_step_counter(device: torch.device | str = "cpu", start: int = 0) -> torch.Tensor:
+    """A fresh int64 [1] step counter on ``device``, holding ``start``."""
+    return torch.full((1,), int(start), dtype=torch.int64, device=device)
+
+
+# --- fake kernels (shape/dtype checks only) for torch.compile ---------------------
+
+def _check_counter(op: str, step: torch.Tensor) -> None:
+    torch._check(step.dtype == torch.int64 and step.dim() == 1 and step.shape[0] == 1,
+                 lambda: f"flycuda.{op}: argument 'step' must be an int64 [1] tensor, got "
+                         f"{step.dtype} {tuple(step.shape)}")
+
+
+@torch.library.register_fake("flycuda::motion_to_ctrl")
+def _motion_to_ctrl_fake(motion, step, ctrl, act_ids, offsets, frames_per_step, mode, advance):
+    torch._check(ctrl.dim() == 2 and ctrl.dtype == torch.float32,
+                 lambda: f"flycuda.motion_to_ctrl: argument 'ctrl' must be float32 [W, nu], got {ctrl.dtype} {tuple(ctrl.shape)}")
+    torch._check(motion.dim() == 3 and motion.dtype == torch.float32,
+                 lambda: f"flycuda.motion_to_ctrl: argument 'motion' must be float32 [M, T, D], got {motion.dtype} {tuple(motion.shape)}")
+    torch._check(act_ids.dim() == 1 and act_ids.shape[0] == motion.shape[2],
+                 lambda: f"flycuda.motion_to_ctrl: argument 'act_ids' must have shape [D] = [{motion.shape[2]}], got {tuple(act_ids.shape)}")
+    _check_counter("motion_to_ctrl", step)
+    return None
+
+
+@torch.library.register_fake("flycuda::advance_step")
+def _advance_step_fake(step, n):
+    _check_counter("advance_step", step)
+    return None
+
+
+@torch.library.register_fake("flycuda::record_qpos")
+def _record_qpos_fake(qpos, adrs, history, step, every):
+    torch._check(history.dim() == 3 and history.dtype == torch.float32,
+                 lambda: f"flycuda.record_qpos: argument 'history' must be float32 [W, R, D], got {history.dtype} {tuple(history.shape)}")
+    torch._check(qpos.dim() == 2 and qpos.shape[0] == history.shape[0],
+                 lambda: f"flycuda.record_qpos: argument 'qpos' must have shape [W, nq] with W = {history.shape[0]}, got {tuple(qpos.shape)}")
+    _check_counter("record_qpos", step)
+    return None

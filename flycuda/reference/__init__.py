@@ -1,0 +1,98 @@
+"""Pure-PyTorch reference kernels, one per flycuda op, same name and arguments.
+
+Two kinds, both used by the tests to check the C++ CPU op and the CUDA op:
+
+* this module: vectorized torch, float64 math where it matters, for realistic
+  sizes (thousands of worlds);
+* :mod:`flycuda.reference.grid`: grid-emulator versions that mirror the CUDA
+  kernels in csrc/cuda/ line by line (loops over blockIdx and threadIdx), for
+  tiny inputs and for reading next to the .cu files.
+
+The references read the step counter on the host (``step.item()``): they are
+for checking, not for speed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import grid
+
+__all__ = ["motion_to_ctrl", "advance_step", "record_qpos", "sample_frames", "grid"]
+
+
+def sample_frames(offsets: torch.Tensor, step: int, frames_per_step: float, T: int,
+                  mode: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Frame sampling of :func:`motion_to_ctrl` (csrc/motion_to_ctrl.h ``sample_frame``).
+
+    Args:
+        offsets: float64 [W] start frame per world.
+        step: the step counter's value.
+        frames_per_step: recording frames advanced per simulation step.
+        T: number of recorded frames.
+        mode: ``"clamp"`` or ``"loop"``.
+
+    Returns:
+        ``(i0, i1, a)``: int64 [W] first frame, int64 [W] next frame, float64 [W]
+        blend weight in [0, 1). Non-finite positions read frame 0.
+    """
+    f = offsets.to(torch.float64) + float(step) * float(frames_per_step)
+    if mode == "loop":
+        f = torch.fmod(f, float(T))
+        f = torch.where(f < 0, f + T, f)
+        f = torch.where(f >= T, f - T, f)
+    else:
+        f = f.clamp(0.0, float(T - 1))
+    f = torch.where((f >= 0) & (f <= T), f, torch.zeros_like(f))  # NaN / inf -> 0
+    fl = torch.floor(f)
+    i0 = fl.to(torch.int64).clamp(max=T - 1)
+    a = f - fl
+    i1 = i0 + 1
+    i1 = torch.where(i1 >= T, torch.zeros_like(i1) if mode == "loop" else torch.full_like(i1, T - 1), i1)
+    return i0, i1, a
+
+
+def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
+                   act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
+                   frames_per_step: float = 1.0, mode: str = "clamp",
+                   advance: int = 0) -> None:
+    """Reference for ``flycuda.motion_to_ctrl`` (same contract, in place).
+
+    ``ctrl[w, act_ids[d]] = motion[m, i0, d] + a * (motion[m, i1, d] - motion[m, i0, d])``
+    in float64, rounded once to float32 (exact copy where a == 0), with
+    ``m = 0 if M == 1 else w`` and ``(i0, i1, a)`` from :func:`sample_frames`; then
+    ``step += advance``.
+    """
+    W = ctrl.shape[0]
+    M, T, D = motion.shape
+    if offsets is None:
+        offsets = torch.zeros(W, dtype=torch.float64, device=ctrl.device)
+    i0, i1, a = sample_frames(offsets, int(step.item()), frames_per_step, T, mode)
+    m = torch.arange(W, device=ctrl.device) if M == W and M > 1 else torch.zeros(W, dtype=torch.long, device=ctrl.device)
+    d = torch.arange(D, device=ctrl.device)
+    x0 = motion[m[:, None], i0[:, None], d[None, :]]
+    x1 = motion[m[:, None], i1[:, None], d[None, :]]
+    x0d = x0.to(torch.float64)
+    v = (x0d + a[:, None] * (x1.to(torch.float64) - x0d)).to(torch.float32)
+    v = torch.where(a[:, None] == 0, x0, v)
+    ctrl[:, act_ids.long()] = v
+    step += advance
+
+
+def advance_step(step: torch.Tensor, n: int = 1) -> None:
+    """Reference for ``flycuda.advance_step``: ``step += n`` in place."""
+    step += n
+
+
+def record_qpos(qpos: torch.Tensor, adrs: torch.Tensor, history: torch.Tensor,
+                step: torch.Tensor, *, every: int = 1) -> None:
+    """Reference for ``flycuda.record_qpos`` (same contract, in place).
+
+    If ``s = step >= 0``, ``s % every == 0`` and ``s // every < R``:
+    ``history[:, s // every, :] = qpos[:, adrs]``; otherwise nothing is written.
+    """
+    s = int(step.item())
+    R = history.shape[1]
+    if s < 0 or s % every != 0 or s // every >= R:
+        return
+    history[:, s // every, :] = qpos[:, adrs.long()]

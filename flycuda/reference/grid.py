@@ -1,0 +1,212 @@
+"""Grid-emulator references: the CUDA kernels of csrc/cuda/, line by line, in Python.
+
+``launch(kernel, grid, block, *args)`` runs a Python "kernel" over every block
+and thread of a 1D or 2D grid, sequentially, like the emulators of the "CUDA
+for Python programmers" lecture. A kernel is either one function
+``kernel(ctx, *args)`` or a list of such functions: the phases of a kernel
+separated by ``__syncthreads()``. Every thread finishes phase k before any
+thread of its block starts phase k+1. ``ctx`` carries ``blockIdx``,
+``threadIdx``, ``blockDim``, ``gridDim`` (each with .x/.y), ``regs`` (a dict of
+the thread's registers, kept across phases), ``shared`` (the block's shared
+memory, a dict) and ``globals`` (device globals, a dict kept for the launch).
+
+These run one Python call per thread: use them on tiny inputs only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+__all__ = ["dim3", "ThreadCtx", "launch", "cdiv", "motion_to_ctrl", "advance_step",
+           "record_qpos"]
+
+
+@dataclass(frozen=True)
+class dim3:
+    """CUDA's dim3 (z is not used by flycuda's kernels)."""
+
+    x: int = 1
+    y: int = 1
+    z: int = 1
+
+
+@dataclass
+class ThreadCtx:
+    """What a thread sees: its indices, the launch shape, registers and memories."""
+
+    blockIdx: dim3
+    threadIdx: dim3
+    blockDim: dim3
+    gridDim: dim3
+    regs: dict = field(default_factory=dict)
+    shared: dict = field(default_factory=dict)
+    globals: dict = field(default_factory=dict)
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division, as ``cdiv`` in csrc/common.h."""
+    return (a + b - 1) // b
+
+
+def _as_dim3(v: int | tuple | dim3) -> dim3:
+    if isinstance(v, dim3):
+        return v
+    if isinstance(v, int):
+        return dim3(v)
+    return dim3(*v)
+
+
+def launch(kernel: Callable | Sequence[Callable], grid: int | tuple | dim3,
+           block: int | tuple | dim3, *args: Any,
+           device_globals: dict | None = None) -> None:
+    """Runs ``kernel`` on an emulated ``grid`` of ``block``-sized blocks.
+
+    Args:
+        kernel: a function ``f(ctx, *args)`` or a list of them (phases split by
+            ``__syncthreads()``).
+        grid, block: int, tuple or :class:`dim3` (1D or 2D).
+        *args: passed to every thread.
+        device_globals: the ``__device__`` globals of the module (a dict that
+            outlives the launch, as a module's globals outlive a kernel).
+    """
+    phases = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel]
+    g, b = _as_dim3(grid), _as_dim3(block)
+    if min(g.x, g.y, b.x, b.y) <= 0:
+        raise ValueError(f"launch: grid and block must be positive, got grid={g} block={b}")
+    globs = device_globals if device_globals is not None else {}
+    for by in range(g.y):
+        for bx in range(g.x):
+            shared: dict = {}
+            threads = [ThreadCtx(dim3(bx, by), dim3(tx, ty), b, g, {}, shared, globs)
+                       for ty in range(b.y) for tx in range(b.x)]
+            for phase in phases:
+                for ctx in threads:
+                    phase(ctx, *args)
+
+
+# --- motion_to_ctrl (csrc/cuda/motion_to_ctrl.cu) -----------------------------
+
+_TICKET_SLOTS = 256
+_MOTION_GLOBALS: dict = {"g_tickets": [0] * _TICKET_SLOTS}
+
+
+def _sample_frame(offset: float, step: int, fps: float, T: int, loop: bool):
+    """csrc/motion_to_ctrl.h ``sample_frame``, scalar by scalar."""
+    f = offset + float(step) * fps
+    last = float(T - 1)
+    if loop:
+        f = math.fmod(f, float(T)) if math.isfinite(f) else math.nan
+        if f < 0.0:
+            f += T
+        if f >= T:
+            f -= T
+    else:
+        f = 0.0 if f < 0.0 else (last if f > last else f)
+    if not (0.0 <= f <= last + 1.0):
+        f = 0.0
+    fl = math.floor(f)
+    i0 = min(int(fl), T - 1)
+    a = f - fl
+    i1 = i0 + 1
+    if i1 >= T:
+        i1 = 0 if loop else T - 1
+    return i0, i1, a
+
+
+def _blend(x0: float, x1: float, a: float) -> float:
+    """csrc/motion_to_ctrl.h ``blend``: float64 math, one rounding to float32."""
+    if a == 0.0:
+        return x0
+    return x0 + a * (x1 - x0)
+
+
+def _motion_to_ctrl_body(ctx, motion, step, ctrl, act_ids, offsets, W, M, T, D, nu,
+                         fps, loop, advance):
+    s = int(step[0])  # read by every thread before any advance
+    ctx.regs["s"] = s
+    idx = ctx.blockIdx.x * ctx.blockDim.x + ctx.threadIdx.x
+    if idx < W * D:
+        w = idx // D
+        d = idx - w * D
+        offset = float(offsets[w]) if offsets is not None else 0.0
+        i0, i1, a = _sample_frame(offset, s, fps, T, loop)
+        rec = motion[0 if M == 1 else w]
+        c = int(act_ids[d])
+        if 0 <= c < nu:
+            ctrl[w, c] = _blend(float(rec[i0, d]), float(rec[i1, d]), a)
+
+
+def _motion_to_ctrl_advance(ctx, motion, step, ctrl, act_ids, offsets, W, M, T, D, nu,
+                            fps, loop, advance):
+    if advance != 0 and ctx.threadIdx.x == 0:
+        tickets = ctx.globals["g_tickets"]
+        slot = (step.data_ptr() // 8) % _TICKET_SLOTS
+        taken = tickets[slot]
+        tickets[slot] += 1  # atomicAdd
+        if taken == ctx.gridDim.x - 1:  # the last block: all reads are done
+            step[0] = ctx.regs["s"] + advance
+            tickets[slot] = 0  # atomicExch
+
+
+def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
+                   act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
+                   frames_per_step: float = 1.0, mode: str = "clamp",
+                   advance: int = 0, threads: int = 256) -> None:
+    """Grid emulation of ``motion_to_ctrl_kernel`` (one thread per (w, d)).
+
+    Same contract as ``flycuda.motion_to_ctrl``; CPU tensors only. ``threads``
+    is the block size (256 in the .cu); small values exercise many blocks.
+    """
+    W, nu = ctrl.shape
+    M, T, D = motion.shape
+    n = W * D
+    if n == 0 and advance == 0:
+        return
+    blocks = cdiv(n, threads) if n > 0 else 1
+    launch([_motion_to_ctrl_body, _motion_to_ctrl_advance], blocks, threads, motion, step,
+           ctrl, act_ids, offsets, W, M, T, D, nu, float(frames_per_step), mode == "loop",
+           int(advance), device_globals=_MOTION_GLOBALS)
+
+
+# --- advance_step (csrc/cuda/advance_step.cu) ---------------------------------
+
+def _advance_step_kernel(ctx, step, n):
+    step[0] += n
+
+
+def advance_step(step: torch.Tensor, n: int = 1) -> None:
+    """Grid emulation of ``advance_step_kernel<<<1, 1>>>``."""
+    launch(_advance_step_kernel, 1, 1, step, int(n))
+
+
+# --- record_qpos (csrc/cuda/record_qpos.cu) -----------------------------------
+
+def _record_qpos_kernel(ctx, qpos, adrs, history, step, every, W, R, D, nq):
+    s = int(step[0])
+    if s < 0 or s % every != 0 or s // every >= R:
+        return
+    k = s // every
+    idx = ctx.blockIdx.x * ctx.blockDim.x + ctx.threadIdx.x
+    if idx >= W * D:
+        return
+    w = idx // D
+    d = idx - w * D
+    a = int(adrs[d])
+    if a < 0 or a >= nq:
+        return
+    history[w, k, d] = qpos[w, a]
+
+
+def record_qpos(qpos: torch.Tensor, adrs: torch.Tensor, history: torch.Tensor,
+                step: torch.Tensor, *, every: int = 1, threads: int = 256) -> None:
+    """Grid emulation of ``record_qpos_kernel`` (one thread per (w, d))."""
+    W, R, D = history.shape
+    n = W * D
+    if n == 0 or R == 0:
+        return
+    launch(_record_qpos_kernel, cdiv(n, threads), threads, qpos, adrs, history, step,
+           int(every), W, R, D, qpos.shape[1])
