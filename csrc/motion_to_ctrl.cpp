@@ -17,7 +17,7 @@ namespace flycuda {
 
 FrameMode check_motion_to_ctrl(const at::Tensor& motion, const at::Tensor& step,
                                const at::Tensor& ctrl, const at::Tensor& act_ids,
-                               const c10::optional<at::Tensor>& offsets,
+                               const c10::optional<at::Tensor>& offsets_opt,
                                double frames_per_step, c10::string_view mode,
                                int64_t advance, bool check_values) {
   constexpr const char* kOpName = "motion_to_ctrl";
@@ -51,15 +51,15 @@ FrameMode check_motion_to_ctrl(const at::Tensor& motion, const at::Tensor& step,
   CHECK_DIM(step, 1);
   CHECK_SIZE(step, 0, 1);
   // offsets: [W] float32/float64.
-  if (offsets.has_value()) {
-    const at::Tensor& offs = *offsets;
-    CHECK_SAME_DEVICE(offs, ctrl);
-    FLYCUDA_CHECK(offs.scalar_type() == at::kFloat || offs.scalar_type() == at::kDouble,
+  if (offsets_opt.has_value()) {
+    const at::Tensor& offsets = *offsets_opt;
+    CHECK_SAME_DEVICE(offsets, ctrl);
+    FLYCUDA_CHECK(offsets.scalar_type() == at::kFloat || offsets.scalar_type() == at::kDouble,
                   "argument 'offsets' must have dtype Float or Double, got ",
-                  offs.scalar_type());
-    CHECK_DIM(offs, 1);
-    CHECK_SIZE(offs, 0, W);
-    CHECK_CONTIGUOUS(offs);
+                  offsets.scalar_type());
+    CHECK_DIM(offsets, 1);
+    CHECK_SIZE(offsets, 0, W);
+    CHECK_CONTIGUOUS(offsets);
   }
   FLYCUDA_CHECK_VALUE(std::isfinite(frames_per_step),
                       "argument 'frames_per_step' must be finite, got ", frames_per_step);

@@ -25,7 +25,7 @@ TORCH_LIBRARY(flycuda, m) {
   // f(w) = offsets[w] + step[0] * frames_per_step; then step += advance.
   m.def(
       "motion_to_ctrl(Tensor motion, Tensor(a!) step, Tensor(b!) ctrl, "
-      "Tensor act_ids, Tensor? offsets, float frames_per_step, str mode, "
+      "Tensor act_ids, Tensor? offsets, float frames_per_step, str frame_mode, "
       "int advance) -> ()");
   // step[0] += n, on the device.
   m.def("advance_step(Tensor(a!) step, int n) -> ()");

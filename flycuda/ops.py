@@ -103,6 +103,14 @@ def new_step_counter(device: torch.device | str = "cpu", start: int = 0) -> torc
 
 # --- fake kernels (shape/dtype checks only) for torch.compile ---------------------
 
+def _check_same_device(op: str, ref_name: str, ref: torch.Tensor, **others) -> None:
+    for name, t in others.items():
+        if t is not None:
+            torch._check(t.device == ref.device,
+                         lambda: f"flycuda.{op}: argument '{name}' must be on {ref.device} "
+                                 f"(the device of '{ref_name}'), got {t.device}")
+
+
 def _check_counter(op: str, step: torch.Tensor) -> None:
     torch._check(step.dtype == torch.int64 and step.dim() == 1 and step.shape[0] == 1,
                  lambda: f"flycuda.{op}: argument 'step' must be an int64 [1] tensor, got "
@@ -117,6 +125,8 @@ def _motion_to_ctrl_fake(motion, step, ctrl, act_ids, offsets, frames_per_step, 
                  lambda: f"flycuda.motion_to_ctrl: argument 'motion' must be float32 [M, T, D], got {motion.dtype} {tuple(motion.shape)}")
     torch._check(act_ids.dim() == 1 and act_ids.shape[0] == motion.shape[2],
                  lambda: f"flycuda.motion_to_ctrl: argument 'act_ids' must have shape [D] = [{motion.shape[2]}], got {tuple(act_ids.shape)}")
+    _check_same_device("motion_to_ctrl", "ctrl", ctrl, motion=motion, step=step,
+                       act_ids=act_ids, offsets=offsets)
     _check_counter("motion_to_ctrl", step)
     return None
 
@@ -133,5 +143,6 @@ def _record_qpos_fake(qpos, adrs, history, step, every):
                  lambda: f"flycuda.record_qpos: argument 'history' must be float32 [W, R, D], got {history.dtype} {tuple(history.shape)}")
     torch._check(qpos.dim() == 2 and qpos.shape[0] == history.shape[0],
                  lambda: f"flycuda.record_qpos: argument 'qpos' must have shape [W, nq] with W = {history.shape[0]}, got {tuple(qpos.shape)}")
+    _check_same_device("record_qpos", "history", history, qpos=qpos, step=step, adrs=adrs)
     _check_counter("record_qpos", step)
     return None

@@ -1,0 +1,29 @@
+"""pytest configuration: device parametrization, GPU/Warp skips, seeded RNG."""
+
+import importlib.util
+
+import pytest
+import torch
+
+import flycuda
+
+
+def pytest_collection_modifyitems(config, items):
+    cuda_ok = flycuda.cuda_ready()
+    warp_ok = all(importlib.util.find_spec(m) is not None for m in ("warp", "mujoco_warp"))
+    skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU and flycuda built with CUDA")
+    skip_warp = pytest.mark.skip(reason="needs mujoco_warp and warp")
+    for item in items:
+        if "needs_cuda" in item.keywords and not cuda_ok:
+            item.add_marker(skip_cuda)
+        if "needs_warp" in item.keywords and not warp_ok:
+            item.add_marker(skip_warp)
+
+
+@pytest.fixture(autouse=True)
+def prevent_leaking_rng():
+    """Seed every test and restore torch's RNG afterwards (torchvision's habit)."""
+    state = torch.get_rng_state()
+    torch.manual_seed(0)
+    yield
+    torch.set_rng_state(state)
