@@ -1,0 +1,191 @@
+"""Benchmark: the per-step glue (targets -> ctrl, counter) at D=42, per step.
+
+Variants, per world count W:
+  fused     flycuda.motion_to_ctrl(..., advance=1): one launch per step
+  separate  flycuda.motion_to_ctrl + flycuda.advance_step: two launches
+  warp      the well-known Warp pattern: one kernel copies buffer[w, counter[0], d]
+            into ctrl, a second increments the counter (pre-expanded [W, steps, D]
+            buffer); captured in a Warp graph on CUDA
+  torch     plain torch indexing with a device counter (index_select + index_copy_ + add_)
+
+On CUDA each variant's step is captured once in a graph and replayed --steps times
+(timed with CUDA events); on CPU the step runs eagerly --steps times. The median
+of --repeats runs is reported as microseconds per step.
+
+    python bench/bench_ops.py                    # CUDA if available, else CPU
+    python bench/bench_ops.py --device cpu --worlds 100 1000
+"""
+
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import flycuda  # noqa: E402
+from _results import append_results, format_table  # noqa: E402
+
+D = 42
+
+
+def make_inputs(W: int, T: int, steps: int, device: str, with_expanded: bool):
+    g = torch.Generator().manual_seed(0)
+    motion = torch.randn(1, T, D, generator=g).to(device)
+    offsets = torch.randint(0, T, (W,), generator=g).to(device=device, dtype=torch.float64)
+    act_ids = torch.randperm(D, generator=g).to(device=device, dtype=torch.int32)
+    ctrl = torch.zeros(W, D, device=device)
+    expanded = None
+    if with_expanded:  # the usual practice: [W, steps, D] at the simulation rate
+        idx = (offsets.long()[:, None] + torch.arange(steps, device=device)[None, :]).clamp(max=T - 1)
+        expanded = motion[0][idx]  # [W, steps, D]
+    return motion, offsets, act_ids, ctrl, expanded
+
+
+def time_steps(step_fn, steps: int, device: str, repeats: int) -> float:
+    """Median microseconds per step over `repeats` runs of `steps` steps."""
+    runs = []
+    if device.startswith("cuda"):
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                step_fn()
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            step_fn()
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(steps):
+                g.replay()
+            end.record()
+            torch.cuda.synchronize()
+            runs.append(start.elapsed_time(end) * 1e3 / steps)
+    else:
+        step_fn()
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step_fn()
+            runs.append((time.perf_counter() - t0) * 1e6 / steps)
+    return statistics.median(runs)
+
+
+def warp_variant(W, T, steps, device, expanded, act_ids, ctrl, repeats):
+    """The Warp-kernel pattern; returns us/step (graph replays on CUDA)."""
+    import warp as wp
+
+    from flycuda.bridge import quiet_warp
+
+    quiet_warp(wp)
+    wp.init()
+
+    @wp.kernel
+    def copy_targets(buffer: wp.array3d(dtype=wp.float32), counter: wp.array(dtype=wp.int32),
+                     act: wp.array(dtype=wp.int32), out: wp.array2d(dtype=wp.float32)):
+        w, d = wp.tid()
+        out[w, act[d]] = buffer[w, counter[0], d]
+
+    @wp.kernel
+    def increment(counter: wp.array(dtype=wp.int32), n: int):
+        counter[0] = counter[0] + 1
+        if counter[0] >= n:
+            counter[0] = 0
+
+    wdev = "cuda:0" if device.startswith("cuda") else "cpu"
+    buf = wp.from_torch(expanded.contiguous())
+    act = wp.from_torch(act_ids)
+    out = wp.from_torch(ctrl)
+    counter = wp.zeros(1, dtype=wp.int32, device=wdev)
+
+    def step():
+        wp.launch(copy_targets, dim=(W, D), inputs=[buf, counter, act, out], device=wdev)
+        wp.launch(increment, dim=1, inputs=[counter, steps], device=wdev)
+
+    step()
+    if wdev == "cpu":
+        return time_steps(step, steps, "cpu", repeats)
+    stream = wp.stream_from_torch(torch.cuda.current_stream())
+    with wp.ScopedStream(stream):
+        wp.capture_begin()
+        step()
+        graph = wp.capture_end()
+    runs = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        with wp.ScopedStream(stream):
+            for _ in range(steps):
+                wp.capture_launch(graph)
+        end.record()
+        torch.cuda.synchronize()
+        runs.append(start.elapsed_time(end) * 1e3 / steps)
+    return statistics.median(runs)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cuda" if flycuda.cuda_ready() else "cpu", choices=["cpu", "cuda"])
+    p.add_argument("--worlds", type=int, nargs="+", default=[100, 1000, 4096, 8192])
+    p.add_argument("--steps", type=int, default=None, help="steps per timed run (default 1000 on CUDA, 200 on CPU)")
+    p.add_argument("--frames", type=int, default=660, help="recorded frames T (2 s at 330 Hz)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--no-warp", action="store_true", help="skip the Warp-kernel variant")
+    p.add_argument("--no-record", action="store_true", help="do not append to bench/RESULTS.md")
+    args = p.parse_args(argv)
+    device = args.device
+    if device == "cuda" and not flycuda.cuda_ready():
+        p.error("--device cuda needs a GPU and flycuda built with CUDA")
+    steps = args.steps or (1000 if device == "cuda" else 200)
+    header = ["worlds", "fused us/step", "separate us/step", "warp us/step", "torch us/step",
+              "warp/fused"]
+    rows = []
+    for W in args.worlds:
+        motion, offsets, act_ids, ctrl, expanded = make_inputs(W, args.frames, steps, device,
+                                                               not args.no_warp)
+        step = flycuda.new_step_counter(device)
+
+        def fused():
+            flycuda.motion_to_ctrl(motion, step, ctrl, act_ids, offsets=offsets, mode="loop",
+                                   advance=1)
+
+        def separate():
+            flycuda.motion_to_ctrl(motion, step, ctrl, act_ids, offsets=offsets, mode="loop")
+            flycuda.advance_step(step)
+
+        frame = torch.zeros(1, dtype=torch.int64, device=device)
+        act_long = act_ids.long()
+        tw = torch.arange(W, device=device)
+        offs_long = offsets.long()
+
+        def torch_indexing():
+            f = (offs_long + frame) % args.frames  # [W]
+            ctrl.index_copy_(1, act_long, motion[0][f])
+            frame.add_(1)
+
+        t_fused = time_steps(fused, steps, device, args.repeats)
+        t_sep = time_steps(separate, steps, device, args.repeats)
+        t_torch = time_steps(torch_indexing, steps, device, args.repeats)
+        t_warp = (float("nan") if args.no_warp else
+                  warp_variant(W, args.frames, steps, device, expanded, act_ids, ctrl, args.repeats))
+        del tw
+        rows.append([W, f"{t_fused:.2f}", f"{t_sep:.2f}", f"{t_warp:.2f}", f"{t_torch:.2f}",
+                     f"{t_warp / t_fused:.2f}x"])
+        print(f"W={W}: fused {t_fused:.2f} us, separate {t_sep:.2f} us, warp {t_warp:.2f} us, "
+              f"torch {t_torch:.2f} us", flush=True)
+    table = format_table(header, rows)
+    print(table)
+    if not args.no_record:
+        append_results("bench_ops: per-step glue, D=42", device, table,
+                       notes=f"{steps} steps per run, median of {args.repeats}, T={args.frames}; "
+                             + ("graph replays" if device == "cuda" else "eager on CPU"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""The ``flycuda`` command line: ``flycuda replay ...`` (also ``python -m flycuda``).
+
+Errors in what the user gave (missing files, unmatched DOF names, bad numbers)
+print one line, ``flycuda: error: ...``, and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage block
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s}")
+    return v
+
+
+def _size(s: str) -> tuple[int, int]:
+    try:
+        w, h = (int(x) for x in s.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, e.g. 64x48, got {s!r}") from None
+    if w <= 0 or h <= 0:
+        raise argparse.ArgumentTypeError(f"render size must be positive, got {s}")
+    return w, h
+
+
+def _offsets(s: str) -> list[float]:
+    try:
+        return [float(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated seconds, got {s!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="flycuda", description="flycuda: batched fly-motion replay in MuJoCo Warp")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    r = sub.add_parser("replay", help="replay recorded joint angles in N MuJoCo Warp worlds",
+                       description="Replay a recording (default: the built-in tripod gait on the built-in "
+                                   "hexapod) in N worlds with flycuda's ops; print a performance report.")
+    r.add_argument("--worlds", type=_positive_int, default=None,
+                   help="number of worlds (default 100 on CUDA, 4 on CPU)")
+    r.add_argument("--duration", type=_positive_float, default=None,
+                   help="simulated seconds (default: --snippet if given, else 0.5)")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--snippet", type=_positive_float, default=None,
+                   help="seconds per world; worlds start at evenly spread times of the recording")
+    g.add_argument("--offsets", type=_offsets, default=None,
+                   help="start time(s) in seconds, comma-separated: one, or one per world")
+    r.add_argument("--model", default=None, help="MJCF file (default: the built-in hexapod)")
+    r.add_argument("--motion", default=None,
+                   help=".npz recording with angles, fps, dof_names (default: built-in tripod gait)")
+    r.add_argument("--mode", choices=["clamp", "loop"], default="clamp",
+                   help="past the recording's end: hold the last frame (clamp) or wrap (loop)")
+    r.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                   help="default: cuda when a GPU and flycuda's CUDA kernels are present, else cpu")
+    r.add_argument("--graph", action=argparse.BooleanOptionalAction, default=True,
+                   help="capture the step into a CUDA graph (CUDA only)")
+    r.add_argument("--steps-per-graph", type=_positive_int, default=1, metavar="K",
+                   help="simulation steps per graph launch")
+    r.add_argument("--record-every", type=_positive_int, default=1, metavar="N",
+                   help="record joint angles every N steps")
+    r.add_argument("--record", default=None, metavar="OUT.npz",
+                   help="write recorded joint angles, targets and tracking errors")
+    r.add_argument("--render", default=None, metavar="OUT.mp4", help="mosaic video of all worlds")
+    r.add_argument("--frames", default=None, metavar="OUT.png", help="the last mosaic frame as PNG")
+    r.add_argument("--render-every", type=_positive_int, default=None, metavar="N",
+                   help="render every N steps (default: 30 frames per simulated second)")
+    r.add_argument("--render-size", type=_size, default=(64, 48), metavar="WxH", help="tile size")
+    r.add_argument("--camera", default="track", help="model camera to render from")
+    r.add_argument("--profile", default=None, metavar="TRACE.json",
+                   help="torch.profiler trace (wait 1, warmup 1, active 3 steps), for Perfetto")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _write_record(path: str, res, offsets_note: str) -> None:
+    tmp = path + ".part.npz"
+    np.savez(tmp, recorded=res.recorded.numpy(), targets=res.targets.numpy(),
+             rmse_per_dof=res.rmse_per_dof.numpy(), dof_names=np.array(res.dof_names),
+             times=np.arange(res.recorded.shape[1]) * res.record_every * res.timestep,
+             timestep=np.float64(res.timestep), worlds=np.int64(res.worlds), offsets=offsets_note)
+    os.replace(tmp, path)
+
+
+def run_replay(args) -> int:
+    import torch
+
+    import flycuda
+    from .bridge import Sim
+    from .motion import load_motion, tripod_gait
+    from .render import FrameWriter, MjwRenderer
+    from .replay import replay
+
+    for path, what in ((args.model, "model"), (args.motion, "motion")):
+        if path is not None and not os.path.isfile(path):
+            raise FileNotFoundError(f"{what} file not found: {path}")
+    for path in (args.record,):
+        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise FileNotFoundError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    device = args.device or ("cuda" if flycuda.cuda_ready() else "cpu")
+    if device == "cuda" and not flycuda.cuda_ready():
+        raise ValueError("--device cuda needs a visible GPU and flycuda built with CUDA "
+                         f"(GPU visible: {torch.cuda.is_available()}, CUDA kernels built: {flycuda.has_cuda_ops()})")
+    worlds = args.worlds or (100 if device == "cuda" else 4)
+    motion = load_motion(args.motion) if args.motion else tripod_gait()
+    duration = args.duration or (args.snippet if args.snippet else 0.5)
+    writer = renderer = None
+    render_every = 0
+    sim = Sim.build(args.model, worlds, device=device)
+    if args.render or args.frames:
+        writer = FrameWriter(video=args.render, png=args.frames, fps=30.0)
+        renderer = MjwRenderer(sim, camera=args.camera, width=args.render_size[0], height=args.render_size[1])
+        render_every = args.render_every or max(1, round(1.0 / (30.0 * sim.timestep)))
+    res = replay(motion=motion, worlds=worlds, duration=duration, snippet=args.snippet,
+                 offsets=args.offsets, mode=args.mode, graph=args.graph, steps_per_graph=args.steps_per_graph,
+                 record_every=args.record_every, render_every=render_every, renderer=renderer,
+                 frame_writer=writer, profile=args.profile, progress=not args.no_progress, sim=sim)
+    if writer is not None:
+        res.outputs += writer.close()
+    if args.record:
+        _write_record(args.record, res, "snippet" if args.snippet else "offsets" if args.offsets else "zero")
+        res.outputs.append(args.record)
+    if args.profile:
+        res.outputs.append(args.profile)
+    print(res.report())
+    return 0
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``flycuda`` command."""
+    args = build_parser().parse_args(argv)
+    from .bridge import BridgeError
+    from .motion import MotionError
+    from .render import RenderError
+    from .replay import ReplayError
+
+    try:
+        if args.command == "replay":
+            return run_replay(args)
+    except (FileNotFoundError, MotionError, BridgeError, RenderError, ReplayError, ValueError) as e:
+        print(f"flycuda: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("flycuda: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

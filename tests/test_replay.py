@@ -1,0 +1,201 @@
+"""The main job on Warp's CPU device: API, CLI, determinism, wrapping, bad input."""
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+pytestmark = pytest.mark.needs_warp
+
+STEPS = 50
+DT = 0.0005  # the built-in model's timestep
+# Tracking bound after the first 10 ms. The joints start at their targets; the
+# position servos (kp = 4 N m/rad) then carry the body's weight (static error
+# ~0.5 deg) and lag the gait (up to ~15 rad/s at 8 Hz): measured RMSE per DOF
+# <= 3.3 deg, max error 4.5 deg. If ctrl were not driven, the targets would move
+# away by up to ~20 deg over these 25 ms, far outside the bound.
+RMSE_BOUND_DEG = 5.0
+MAX_ERR_BOUND_DEG = 8.0
+
+
+@pytest.fixture(scope="module")
+def result():
+    from flycuda.replay import replay
+
+    return replay(worlds=2, duration=STEPS * DT, snippet=None, progress=False)
+
+
+def test_api_replay_tracks_targets(result):
+    assert result.steps == STEPS and result.recorded.shape == (2, STEPS + 1, 42)
+    assert not torch.isnan(result.recorded).any(), "every row must have been recorded"
+    rmse_deg = torch.rad2deg(result.rmse_per_dof)
+    assert rmse_deg.max() < RMSE_BOUND_DEG, rmse_deg
+    settle = int(math.ceil(0.01 / DT))
+    err = torch.rad2deg((result.recorded[:, settle:] - result.targets[:, settle:]).abs())
+    assert err.max() < MAX_ERR_BOUND_DEG
+    # the targets really move over the run (so the bound is not trivially met)
+    assert torch.rad2deg((result.targets[:, -1] - result.targets[:, 0]).abs()).max() > 3 * RMSE_BOUND_DEG
+    rep = result.report()
+    for word in ("x real time", "world-steps/s", "physics", "flycuda ops", "JIT", "tracking RMSE", "peak memory"):
+        assert word in rep
+
+
+def test_two_runs_are_identical(result):
+    from flycuda.replay import replay
+
+    again = replay(worlds=2, duration=STEPS * DT, progress=False)
+    assert torch.equal(again.recorded, result.recorded)
+
+
+def test_snippets_give_each_world_its_own_start():
+    from flycuda.motion import snippet_offsets, tripod_gait
+    from flycuda.replay import replay
+
+    motion = tripod_gait(2.0)
+    offs = snippet_offsets(motion, 3, 0.1)
+    assert offs[0] == 0 and offs[-1] == round(660 - 0.1 * 330) and torch.all(offs.diff() > 0)
+    res = replay(motion=motion, worlds=3, snippet=0.1, duration=20 * DT, progress=False)
+    assert not torch.equal(res.targets[0], res.targets[1])
+    assert not torch.equal(res.recorded[0], res.recorded[2])
+
+
+def test_pre_expanded_buffer_equals_recording():
+    """A [W, steps, D] buffer at the simulation rate drives the same replay bit for bit."""
+    from flycuda.motion import Motion, tripod_gait
+    from flycuda.replay import replay
+
+    rec = tripod_gait(0.2, fps=1.0 / DT)  # one frame per step, so no blending
+    offsets = torch.tensor([0.0, 37.0], dtype=torch.float64)
+    n = 30
+    idx = offsets.long()[:, None] + torch.arange(n + 1)[None, :]
+    expanded = Motion(rec.angles[idx], rec.fps, rec.dof_names)  # [2, n+1, 42]
+    a = replay(motion=rec, worlds=2, offsets=offsets, duration=n * DT, progress=False)
+    b = replay(motion=expanded, worlds=2, duration=n * DT, progress=False)
+    assert torch.equal(a.recorded, b.recorded)
+
+
+def test_wrapped_external_mjw_data_and_zero_copy_views():
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from flycuda.bridge import VIEW_FIELDS, Sim
+    from flycuda.model import fly_model
+    from flycuda.replay import replay
+
+    mjm = fly_model()
+    with wp.ScopedDevice("cpu"):
+        m, d = mjw.put_model(mjm), mjw.make_data(mjm, nworld=2)
+    sim = Sim.wrap(m, d, mjm)
+    for f in VIEW_FIELDS:
+        t = sim.view(f)
+        assert t.data_ptr() == getattr(d, f).ptr, f  # zero-copy
+        assert t.shape[0] == 2
+    assert sim.view("geom_xmat").shape[-2:] == (3, 3)
+    res = replay(sim=sim, worlds=2, duration=10 * DT, progress=False)
+    assert torch.equal(wp.to_torch(d.qpos)[:, sim.qpos_adrs(sim.actuator_ids(res.dof_names)).long()],
+                       res.recorded[:, -1])
+    assert float(wp.to_torch(d.time)[0]) == pytest.approx(10 * DT)
+
+
+def test_motion_npz_round_trip_and_leg_layout(tmp_path):
+    from flycuda.motion import load_motion, save_motion, tripod_gait
+
+    m = tripod_gait(0.1)
+    p = tmp_path / "m.npz"
+    save_motion(str(p), m)
+    back = load_motion(str(p))
+    assert torch.equal(back.angles, m.angles) and back.fps == m.fps and back.dof_names == m.dof_names
+    legs = tmp_path / "legs.npz"
+    np.savez(legs, angles=m.angles.numpy().reshape(-1, 6, 7), fps=330.0,
+             dof_names=np.array(m.dof_names).reshape(6, 7))
+    assert torch.equal(load_motion(str(legs)).angles, m.angles)
+
+
+def test_cli_replay_end_to_end(tmp_path, capsys):
+    from flycuda.cli import main
+
+    out = tmp_path / "rec.npz"
+    frames = tmp_path / "mosaic.png"
+    rc = main(["replay", "--worlds", "2", "--duration", str(STEPS * DT), "--no-progress",
+               "--record", str(out), "--frames", str(frames), "--render-every", "25",
+               "--render-size", "32x24"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "flycuda replay: 2 worlds x 50 steps" in text and "tracking RMSE" in text
+    data = np.load(out)
+    assert data["recorded"].shape == (2, STEPS + 1, 42) and data["targets"].shape == (2, STEPS + 1, 42)
+    import imageio.v3 as iio
+
+    img = iio.imread(frames)
+    assert img.shape == (24, 64, 3) and img.std() > 5  # two 32x24 tiles side by side, not blank
+    assert not [f for f in os.listdir(tmp_path) if ".part" in f]  # nothing half-written
+
+
+def _bad_motion(tmp_path, name, **overrides):
+    from flycuda.motion import tripod_gait
+
+    m = tripod_gait(0.1)
+    fields = dict(angles=m.angles.numpy(), fps=330.0, dof_names=np.array(m.dof_names))
+    fields.update(overrides)
+    p = tmp_path / f"{name}.npz"
+    np.savez(p, **fields)
+    return str(p)
+
+
+@pytest.mark.parametrize("case", ["missing_motion", "missing_model", "unmatched", "worlds0",
+                                  "duration0", "fps0", "offsets_count"])
+def test_cli_bad_input_one_line(case, tmp_path, capsys):
+    from flycuda.cli import main
+
+    args = ["replay", "--no-progress", "--worlds", "2", "--duration", "0.005"]
+    expect = {
+        "missing_motion": (["--motion", str(tmp_path / "nope.npz")], "motion file not found"),
+        "missing_model": (["--model", str(tmp_path / "nope.xml")], "model file not found"),
+        "unmatched": (["--motion", _bad_motion(tmp_path, "unmatched", dof_names=np.array(
+            ["joint_LFCoxa"] + [f"wing_{i}" for i in range(41)]))],
+            "41 of 42 motion DOFs match no actuator or actuated joint: wing_0"),
+        "worlds0": (["--worlds", "0"], "argument --worlds: expected a positive integer, got 0"),
+        "duration0": (["--duration", "-1"], "argument --duration: expected a positive number, got -1"),
+        "fps0": (["--motion", _bad_motion(tmp_path, "fps0", fps=0.0)], "motion fps must be a positive number"),
+        "offsets_count": (["--offsets", "0.1,0.2,0.3"], "--offsets needs 1 or 2"),
+    }[case]
+    with pytest.raises(SystemExit) if case in ("worlds0", "duration0") else _nullcontext() as exc:
+        rc = main(args + expect[0])
+    rc = exc.value.code if case in ("worlds0", "duration0") else rc
+    err = capsys.readouterr().err.strip().splitlines()
+    err = [e for e in err if "Warp CUDA warning" not in e]
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("flycuda") and expect[1] in err[0], err[0]
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def test_cli_subprocess_error_has_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "flycuda", "replay", "--motion", str(tmp_path / "x.npz")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "flycuda: error: motion file not found" in proc.stderr
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(worlds=0), "worlds must be a positive integer, got 0"),
+    (dict(duration=0.0), "duration must be > 0 seconds, got 0.0"),
+    (dict(steps_per_graph=0), "steps_per_graph must be an integer >= 1, got 0"),
+    (dict(mode="bounce"), "mode must be 'clamp' or 'loop'"),
+])
+def test_api_bad_input(kw, msg):
+    from flycuda.replay import ReplayError, replay
+
+    with pytest.raises(ReplayError, match=msg):
+        replay(**{"progress": False, **kw})
