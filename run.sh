@@ -18,10 +18,12 @@ if [ ! -x "$PY" ]; then
   echo "run.sh: creating $VENV" >&2
   python3 -m venv "$VENV"
 fi
-if ! "$PY" -c "import torch, mujoco_warp, warp, tqdm, imageio, pytest" 2>/dev/null; then
+stamp="$VENV/.flycuda-requirements"
+if ! cmp -s requirements.txt "$stamp"; then
   echo "run.sh: installing dependencies (requirements.txt)" >&2
   "$PY" -m pip install -q --upgrade pip setuptools wheel
   "$PY" -m pip install -q -r requirements.txt
+  cp requirements.txt "$stamp"
 fi
 if [ -z "${CUDA_HOME:-}" ]; then
   if command -v nvcc >/dev/null; then CUDA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")"; fi

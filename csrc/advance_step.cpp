@@ -25,6 +25,6 @@ void advance_step_cpu(at::Tensor& step,  // [1]
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(flycuda, CPU, m) { m.impl("advance_step", &advance_step_cpu); }
+FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("advance_step", &advance_step_cpu); }
 
 }  // namespace flycuda

@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 
 #include <vector>
 
@@ -10,23 +11,26 @@ namespace flycuda {
 void check_index_values(const char* op, const char* name, const at::Tensor& ids,
                         int64_t bound, const char* bound_name, bool unique) {
   const char* kOpName = op;
-  // Bring the (small) index vector to the host as int64.
-  const at::Tensor host = ids.to(at::kCPU, at::kLong).contiguous();
-  const int64_t* p = host.data_ptr<int64_t>();
+  // Read the (small) index vector on the host: in place when it is already a
+  // contiguous CPU tensor, else through one copy.
+  const at::Tensor host = ids.is_cpu() ? ids.contiguous() : ids.to(at::kCPU).contiguous();
   const int64_t n = host.numel();
   std::vector<int64_t> first_seen(static_cast<size_t>(bound > 0 ? bound : 0), -1);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = p[i];
-    FLYCUDA_CHECK(v >= 0 && v < bound, "argument '", name, "' must hold indices in [0, ",
-                  bound, ") (", bound_name, " = ", bound, "), got ", name, "[", i,
-                  "] = ", v);
-    if (unique) {
-      FLYCUDA_CHECK(first_seen[v] < 0, "argument '", name,
-                    "' must not repeat an index, got ", v, " at positions ",
-                    first_seen[v], " and ", i);
-      first_seen[v] = i;
+  AT_DISPATCH_INDEX_TYPES(host.scalar_type(), "check_index_values", [&] {
+    const index_t* p = host.data_ptr<index_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = static_cast<int64_t>(p[i]);
+      FLYCUDA_CHECK(v >= 0 && v < bound, "argument '", name, "' must hold indices in [0, ",
+                    bound, ") (", bound_name, " = ", bound, "), got ", name, "[", i,
+                    "] = ", v);
+      if (unique) {
+        FLYCUDA_CHECK(first_seen[v] < 0, "argument '", name,
+                      "' must not repeat an index, got ", v, " at positions ",
+                      first_seen[v], " and ", i);
+        first_seen[v] = i;
+      }
     }
-  }
+  });
 }
 
 }  // namespace flycuda

@@ -43,6 +43,18 @@
                 "argument '" #x "' must have dtype Int or Long, got ",       \
                 (x).scalar_type())
 
+// The op namespace: `flycuda` for the installed extension. JIT builds of these
+// sources (flycuda.dev.build) pass -DFLYCUDA_NS=flycuda_jit so both can live in
+// one process. TORCH_LIBRARY stringifies its argument, so FLYCUDA_NS would not
+// be expanded if passed directly (pytorch#127615); one more macro level does it.
+#ifndef FLYCUDA_NS
+#define FLYCUDA_NS flycuda
+#endif
+#define FLYCUDA_LIBRARY_EXPAND_(ns, m) TORCH_LIBRARY(ns, m)
+#define FLYCUDA_LIBRARY(m) FLYCUDA_LIBRARY_EXPAND_(FLYCUDA_NS, m)
+#define FLYCUDA_LIBRARY_IMPL_EXPAND_(ns, k, m) TORCH_LIBRARY_IMPL(ns, k, m)
+#define FLYCUDA_LIBRARY_IMPL(k, m) FLYCUDA_LIBRARY_IMPL_EXPAND_(FLYCUDA_NS, k, m)
+
 // Code compiled both by the host compiler and by nvcc.
 #if defined(__CUDACC__)
 #define FLYCUDA_HOST_DEVICE __host__ __device__

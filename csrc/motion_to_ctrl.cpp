@@ -132,6 +132,6 @@ void motion_to_ctrl_cpu(const at::Tensor& motion,   // [M, T, D]
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(flycuda, CPU, m) { m.impl("motion_to_ctrl", &motion_to_ctrl_cpu); }
+FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("motion_to_ctrl", &motion_to_ctrl_cpu); }
 
 }  // namespace flycuda

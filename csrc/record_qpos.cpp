@@ -84,6 +84,6 @@ void record_qpos_cpu(const at::Tensor& qpos,  // [W, nq]
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(flycuda, CPU, m) { m.impl("record_qpos", &record_qpos_cpu); }
+FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("record_qpos", &record_qpos_cpu); }
 
 }  // namespace flycuda

@@ -7,6 +7,8 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "common.h"
+
 extern "C" {
 /* Creates a dummy empty _C module that can be imported from Python. */
 PyObject* PyInit__C(void) {
@@ -20,7 +22,7 @@ PyObject* PyInit__C(void) {
 }
 }
 
-TORCH_LIBRARY(flycuda, m) {
+FLYCUDA_LIBRARY(m) {
   // ctrl[w, act_ids[d]] = motion[m(w), f(w), d] interpolated at the frame
   // f(w) = offsets[w] + step[0] * frames_per_step; then step += advance.
   m.def(

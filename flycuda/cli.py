@@ -148,6 +148,8 @@ def run_replay(args) -> int:
     if args.profile:
         res.outputs.append(args.profile)
     print(res.report())
+    if args.profile:
+        print(res.profile_summary)
     return 0
 
 

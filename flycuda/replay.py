@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import ops, reference
+from . import profile as profiling
 from .bridge import Sim
 from .motion import Motion, MotionError, offsets_from_seconds, snippet_offsets, tripod_gait
 
@@ -59,6 +60,7 @@ class ReplayResult:
     peak_memory: str = ""
     rmse_per_dof: torch.Tensor | None = None
     outputs: list = field(default_factory=list)
+    profile_summary: str = ""
 
     @property
     def realtime_factor(self) -> float:
@@ -104,17 +106,8 @@ def _sync(sim: Sim) -> None:
         torch.cuda.synchronize(sim.device)
 
 
-@contextlib.contextmanager
 def _stage(name: str, on_cuda: bool):
-    """An NVTX range (CUDA) and a profiler label around one stage."""
-    with torch.profiler.record_function(name):
-        if on_cuda:
-            torch.cuda.nvtx.range_push(name)
-        try:
-            yield
-        finally:
-            if on_cuda:
-                torch.cuda.nvtx.range_pop()
+    return profiling.stage(name, cuda=on_cuda)
 
 
 def _resolve_offsets(motion: Motion, worlds: int, snippet, offsets) -> torch.Tensor:
@@ -251,12 +244,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
             _sync(sim)  # render is outside the graph: always measured
             render_seconds[0] += time.perf_counter() - t0
 
-    prof_ctx = contextlib.nullcontext(None)
-    if profile:
-        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if on_cuda else [])
-        prof_ctx = torch.profiler.profile(
-            activities=acts, schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1),
-            on_trace_ready=lambda p: p.export_chrome_trace(profile))
+    prof_ctx = profiling.Profiler(profile, cuda=on_cuda) if profile else contextlib.nullcontext(None)
 
     bar = None
     if progress:
@@ -325,6 +313,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
     split["render"] = render_seconds[0]
     if bar:
         bar.close()
+    profile_summary = prof.summary() if prof is not None else ""
 
     if int(step.item()) != steps:  # the device counter must agree with the host's count
         raise RuntimeError(f"flycuda replay: device step counter {int(step.item())} != {steps} steps run")
@@ -354,4 +343,4 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         steps_per_graph=steps_per_graph if cuda_graph is not None else 1, record_every=record_every,
         dof_names=motion.dof_names, recorded=rec, targets=tgt, sim_seconds=steps * sim.timestep,
         wall_seconds=wall, jit_seconds=jit_seconds, split_seconds=split, peak_memory=peak,
-        rmse_per_dof=rmse)
+        rmse_per_dof=rmse, profile_summary=profile_summary)

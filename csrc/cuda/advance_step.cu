@@ -30,6 +30,6 @@ void advance_step_cuda(at::Tensor& step,  // [1]
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(flycuda, CUDA, m) { m.impl("advance_step", &advance_step_cuda); }
+FLYCUDA_LIBRARY_IMPL(CUDA, m) { m.impl("advance_step", &advance_step_cuda); }
 
 }  // namespace flycuda

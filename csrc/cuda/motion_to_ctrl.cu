@@ -114,6 +114,6 @@ void motion_to_ctrl_cuda(const at::Tensor& motion,   // [M, T, D]
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(flycuda, CUDA, m) { m.impl("motion_to_ctrl", &motion_to_ctrl_cuda); }
+FLYCUDA_LIBRARY_IMPL(CUDA, m) { m.impl("motion_to_ctrl", &motion_to_ctrl_cuda); }
 
 }  // namespace flycuda

@@ -70,6 +70,6 @@ void record_qpos_cuda(const at::Tensor& qpos,  // [W, nq]
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(flycuda, CUDA, m) { m.impl("record_qpos", &record_qpos_cuda); }
+FLYCUDA_LIBRARY_IMPL(CUDA, m) { m.impl("record_qpos", &record_qpos_cuda); }
 
 }  // namespace flycuda
