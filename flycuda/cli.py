@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--camera", default="track", help="model camera to render from")
     r.add_argument("--profile", default=None, metavar="TRACE.json",
                    help="torch.profiler trace (wait 1, warmup 1, active 3 steps), for Perfetto")
+    r.add_argument("--json", default=None, metavar="OUT.json",
+                   help="write the report's figures as JSON (for scripts and benchmarks)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -107,50 +109,138 @@ def _write_record(path: str, res, offsets_note: str) -> None:
     os.replace(tmp, path)
 
 
-def run_replay(args) -> int:
-    import torch
-
-    import flycuda
-    from .bridge import Sim
-    from .motion import load_motion, tripod_gait
-    from .render import FrameWriter, MjwRenderer
-    from .replay import replay
-
+def _check_paths(args) -> None:
     for path, what in ((args.model, "model"), (args.motion, "motion")):
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"{what} file not found: {path}")
-    for path in (args.record,):
+    for path in (args.record, args.json, args.profile):
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise FileNotFoundError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+
+
+def _device(args) -> str:
+    import torch
+
+    import flycuda
+
     device = args.device or ("cuda" if flycuda.cuda_ready() else "cpu")
     if device == "cuda" and not flycuda.cuda_ready():
         raise ValueError("--device cuda needs a visible GPU and flycuda built with CUDA "
                          f"(GPU visible: {torch.cuda.is_available()}, CUDA kernels built: {flycuda.has_cuda_ops()})")
-    worlds = args.worlds or (100 if device == "cuda" else 4)
+    return device
+
+
+def _replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, primary: bool):
+    """Runs the worlds [start, start + count) of a ``worlds``-world job (all when share is None).
+    ``primary``: this process renders and profiles (rank 0, or the only process)."""
+    from .bridge import Sim
+    from .motion import Motion, load_motion, tripod_gait
+    from .render import FrameWriter, MjwRenderer
+    from .replay import ReplayError, _resolve_offsets, replay
+
     motion = load_motion(args.motion) if args.motion else tripod_gait()
     duration = args.duration or (args.snippet if args.snippet else 0.5)
+    offsets = None
+    n = worlds
+    if share is not None:
+        start, n = share
+        if n == 0:
+            raise ReplayError(f"no worlds to run: {worlds} world(s) over more ranks than that")
+        # Offsets of the whole job, then this rank's slice (same starts as one process).
+        offsets = _resolve_offsets(motion, worlds, args.snippet, args.offsets)[start:start + n].clone()
+        if motion.angles.dim() == 3 and motion.angles.shape[0] == worlds:
+            motion = Motion(motion.angles[start:start + n], motion.fps, motion.dof_names)
     writer = renderer = None
     render_every = 0
-    sim = Sim.build(args.model, worlds, device=device)
-    if args.render or args.frames:
+    sim = Sim.build(args.model, n, device=device)
+    if primary and (args.render or args.frames):
         writer = FrameWriter(video=args.render, png=args.frames, fps=30.0)
         renderer = MjwRenderer(sim, camera=args.camera, width=args.render_size[0], height=args.render_size[1])
         render_every = args.render_every or max(1, round(1.0 / (30.0 * sim.timestep)))
-    res = replay(motion=motion, worlds=worlds, duration=duration, snippet=args.snippet,
-                 offsets=args.offsets, mode=args.mode, graph=args.graph, steps_per_graph=args.steps_per_graph,
+    res = replay(motion=motion, worlds=n, duration=duration,
+                 snippet=args.snippet if share is None else None,
+                 offsets=args.offsets if share is None else offsets, mode=args.mode, graph=args.graph, steps_per_graph=args.steps_per_graph,
                  record_every=args.record_every, render_every=render_every, renderer=renderer,
-                 frame_writer=writer, profile=args.profile, progress=not args.no_progress, sim=sim)
+                 frame_writer=writer, profile=args.profile if primary else None,
+                 progress=not args.no_progress and primary, sim=sim)
     if writer is not None:
         res.outputs += writer.close()
+    return res
+
+
+def _write_json(path: str, res) -> None:
+    import json
+
+    doc = {"worlds": res.worlds, "steps": res.steps, "timestep": res.timestep, "device": res.device,
+           "graph": res.graph, "steps_per_graph": res.steps_per_graph, "wall_seconds": res.wall_seconds,
+           "jit_seconds": res.jit_seconds, "realtime_factor": res.realtime_factor,
+           "world_steps_per_s": res.world_steps_per_s, "split_seconds": res.split_seconds,
+           "rmse_deg_per_dof": [math.degrees(float(x)) for x in res.rmse_per_dof],
+           "rank_walls": getattr(res, "rank_walls", [res.wall_seconds])}
+    tmp = path + ".part"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _finish(args, res) -> int:
     if args.record:
         _write_record(args.record, res, "snippet" if args.snippet else "offsets" if args.offsets else "zero")
         res.outputs.append(args.record)
     if args.profile:
         res.outputs.append(args.profile)
+    if args.json:
+        _write_json(args.json, res)
+        res.outputs.append(args.json)
     print(res.report())
     if args.profile:
         print(res.profile_summary)
     return 0
+
+
+def run_replay(args) -> int:
+    """``flycuda replay`` in one process, or as one rank of a torchrun job."""
+    from . import distributed
+
+    _check_paths(args)
+    info = distributed.rank_info()
+    if info is None or info.world_size == 1:
+        device = _device(args)
+        worlds = args.worlds or (100 if device == "cuda" else 4)
+        return _finish(args, _replay_share(args, device, worlds, None, primary=True))
+    return _run_distributed(args, info)
+
+
+def _run_distributed(args, info) -> int:
+    from . import distributed
+
+    distributed.init(info)
+    try:
+        payload = None
+        try:
+            device = distributed.device_for(info, _device(args))
+            worlds = args.worlds or (100 if device.startswith("cuda") else 4)
+            share = distributed.split_worlds(worlds, info.world_size)[info.rank]
+            res = _replay_share(args, device, worlds, share, primary=info.rank == 0)
+            payload = ("ok", res, worlds)
+        except Exception as e:  # noqa: BLE001 - every rank must reach the exchange below
+            payload = ("error", f"rank {info.rank}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", None)
+        parts = distributed.exchange(payload)
+        errors = [p[1] for p in parts if p[0] == "error"]
+        if errors:
+            if info.rank == 0:
+                print(f"flycuda: error: {errors[0]}" + (f" (and {len(errors) - 1} more rank(s) failed)"
+                                                        if len(errors) > 1 else ""), file=sys.stderr)
+            return 2
+        if info.rank != 0:
+            return 0
+        merged = distributed.merge_results([p[1] for p in parts], parts[0][2])
+        merged.outputs = list(parts[0][1].outputs)
+        rc = _finish(args, merged)
+        print("  per-rank wall  " + ", ".join(f"rank {i}: {w:.3f} s" for i, w in enumerate(merged.rank_walls)))
+        return rc
+    finally:
+        distributed.finish()
 
 
 def main(argv=None) -> int:

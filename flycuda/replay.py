@@ -63,13 +63,22 @@ class ReplayResult:
     profile_summary: str = ""
 
     @property
+    def timed_steps(self) -> int:
+        """Steps inside ``wall_seconds``: all but the first (JIT/warm-up) step."""
+        return self.steps - 1
+
+    @property
     def realtime_factor(self) -> float:
-        """Simulated seconds (all worlds together) per wall second."""
-        return self.worlds * self.sim_seconds / self.wall_seconds if self.wall_seconds > 0 else math.inf
+        """Simulated seconds (all worlds together) per wall second, over the timed steps."""
+        if self.wall_seconds <= 0 or self.timed_steps <= 0:
+            return math.nan
+        return self.worlds * self.timed_steps * self.timestep / self.wall_seconds
 
     @property
     def world_steps_per_s(self) -> float:
-        return self.worlds * self.steps / self.wall_seconds if self.wall_seconds > 0 else math.inf
+        if self.wall_seconds <= 0 or self.timed_steps <= 0:
+            return math.nan
+        return self.worlds * self.timed_steps / self.wall_seconds
 
     def report(self) -> str:
         """A human-readable report of the run."""
@@ -85,7 +94,7 @@ class ReplayResult:
             f"flycuda replay: {self.worlds} worlds x {self.steps} steps of {self.timestep * 1e3:g} ms on {self.device}"
             f" ({'CUDA graph, ' + str(self.steps_per_graph) + ' step(s)/launch' if self.graph else 'eager'})",
             f"  simulated      {self.sim_seconds:.3f} s per world ({self.worlds * self.sim_seconds:.3f} s in all)",
-            f"  wall (timed)   {self.wall_seconds:.3f} s   +  JIT/warm-up {self.jit_seconds:.2f} s",
+            f"  wall (timed)   {self.wall_seconds:.3f} s for {self.timed_steps} steps   +  setup/JIT/first step {self.jit_seconds:.2f} s",
             f"  x real time    {self.realtime_factor:.3f}  ({self.world_steps_per_s:,.0f} world-steps/s)",
             f"  time split     {split_s}   (physics/ops from {SPLIT_STEPS} synchronized eager steps)",
             f"  peak memory    {self.peak_memory}",
@@ -269,13 +278,16 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         maybe_render(done)
         # Stage split over a few synchronized eager steps (part of the replay).
         n_split = min(SPLIT_STEPS, steps - done)
+        t_split = time.perf_counter()
         for _ in range(n_split):
             one_step(timed=True)
             done += 1
             maybe_render(done)
+        _sync(sim)
+        split_wall = time.perf_counter() - t_split
         if bar:
             bar.update(done)
-        # The timed loop.
+        # The timed loop (graph capture itself is not timed).
         cuda_graph = None
         if use_graph and steps - done >= steps_per_graph:
             import warp as wp
@@ -305,7 +317,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
             if bar:
                 bar.update(n)
         _sync(sim)
-        wall = time.perf_counter() - t_loop
+        wall = split_wall + time.perf_counter() - t_loop  # every step after the first
     # Split: per-step stage times from the synchronized eager steps, scaled to
     # the whole run; render time as measured.
     if n_split:
