@@ -35,4 +35,12 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "record_qpos(Tensor qpos, Tensor adrs, Tensor(a!) history, Tensor step, "
       "int every) -> ()");
+  // Ray-cast every selected world's camera view into RGB tiles (or a mosaic),
+  // planar depth and geom-id segmentation; see csrc/render_tiles.h.
+  m.def(
+      "render_tiles(Tensor geom_xpos, Tensor geom_xmat, Tensor cam_pos, Tensor cam_mat, "
+      "Tensor worlds, Tensor geom_ids, Tensor geom_info, Tensor geom_param, Tensor bvh_bounds, "
+      "Tensor bvh_index, Tensor tris, Tensor lights, Tensor headlight, float fovy, float zfar, "
+      "int samples, bool shadows, int height, int width, int mosaic_cols, Tensor(a!) rgb, "
+      "Tensor(b!) depth, Tensor(c!) seg) -> ()");
 }

@@ -6,14 +6,15 @@ The ops (each with a C++ CPU twin and Python references in
 * :func:`motion_to_ctrl` — each world's target angles from a motion buffer at the
   device-side step counter, into the controls (optionally advancing the counter);
 * :func:`advance_step` — the device-side step counter, advanced in place;
-* :func:`record_qpos` — joint angles recorded into a history buffer.
+* :func:`record_qpos` — joint angles recorded into a history buffer;
+* :func:`render_tiles` — every world's camera view ray-cast into image tiles.
 """
 
 from ._ext import cuda_ready, has_cuda_ops
-from .ops import advance_step, motion_to_ctrl, new_step_counter, record_qpos
+from .ops import advance_step, motion_to_ctrl, new_step_counter, record_qpos, render_tiles
 from . import reference
 
 __version__ = "0.1.0"
 
-__all__ = ["motion_to_ctrl", "advance_step", "record_qpos", "new_step_counter",
+__all__ = ["motion_to_ctrl", "advance_step", "record_qpos", "new_step_counter", "render_tiles",
            "has_cuda_ops", "cuda_ready", "reference", "__version__"]

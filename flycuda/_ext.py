@@ -13,7 +13,7 @@ except ImportError as e:  # pragma: no cover - exercised only on broken installs
             e, torch.__version__)
     ) from e
 
-OPS = ("motion_to_ctrl", "advance_step", "record_qpos")
+OPS = ("motion_to_ctrl", "advance_step", "record_qpos", "render_tiles")
 
 
 def has_cuda_ops() -> bool:

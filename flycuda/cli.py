@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="render every N steps (default: 30 frames per simulated second)")
     r.add_argument("--render-size", type=_size, default=(64, 48), metavar="WxH", help="tile size")
     r.add_argument("--camera", default="track", help="model camera to render from")
+    r.add_argument("--renderer", choices=["flycuda", "mjwarp"], default="flycuda",
+                   help="flycuda's tile renderer, or MuJoCo Warp's (the baseline)")
     r.add_argument("--profile", default=None, metavar="TRACE.json",
                    help="torch.profiler trace (wait 1, warmup 1, active 3 steps), for Perfetto")
     r.add_argument("--json", default=None, metavar="OUT.json",
@@ -135,7 +137,7 @@ def _replay_share(args, device: str, worlds: int, share: tuple[int, int] | None,
     ``primary``: this process renders and profiles (rank 0, or the only process)."""
     from .bridge import Sim
     from .motion import Motion, load_motion, tripod_gait
-    from .render import FrameWriter, MjwRenderer
+    from .render import FrameWriter, MjwRenderer, TileRenderer
     from .replay import ReplayError, _resolve_offsets, replay
 
     motion = load_motion(args.motion) if args.motion else tripod_gait()
@@ -155,7 +157,9 @@ def _replay_share(args, device: str, worlds: int, share: tuple[int, int] | None,
     sim = Sim.build(args.model, n, device=device)
     if primary and (args.render or args.frames):
         writer = FrameWriter(video=args.render, png=args.frames, fps=30.0)
-        renderer = MjwRenderer(sim, camera=args.camera, width=args.render_size[0], height=args.render_size[1])
+        cls = TileRenderer if args.renderer == "flycuda" else MjwRenderer
+        kw = {"mosaic": True} if cls is TileRenderer else {}
+        renderer = cls(sim, camera=args.camera, width=args.render_size[0], height=args.render_size[1], **kw)
         render_every = args.render_every or max(1, round(1.0 / (30.0 * sim.timestep)))
     res = replay(motion=motion, worlds=n, duration=duration,
                  snippet=args.snippet if share is None else None,

@@ -147,3 +147,52 @@ def fly_model(timestep: float = TIMESTEP):
     import mujoco
 
     return mujoco.MjModel.from_xml_string(fly_model_xml(timestep))
+
+
+def _sphere_mesh(r: float = 0.05, n: int = 20) -> tuple[str, str]:
+    """Vertices and faces (MJCF strings) of a UV sphere of radius r with n x n quads."""
+    verts, faces = [], []
+    for i in range(n + 1):
+        th = math.pi * i / n
+        for j in range(n):
+            ph = 2 * math.pi * j / n
+            verts.append((r * math.sin(th) * math.cos(ph), r * math.sin(th) * math.sin(ph) * 0.6,
+                          r * math.cos(th) * (1.0 + 0.3 * math.cos(3 * ph))))
+    for i in range(n):
+        for j in range(n):
+            a, b = i * n + j, i * n + (j + 1) % n
+            c, d = (i + 1) * n + j, (i + 1) * n + (j + 1) % n
+            faces += [(a, c, b), (b, c, d)]
+    return " ".join(f"{x:.6g}" for v in verts for x in v), " ".join(str(k) for f in faces for k in f)
+
+
+def primitives_xml() -> str:
+    """A test scene with every geom type the tile renderer draws: a checkered plane,
+    sphere, capsule, ellipsoid, cylinder, box and a 760-triangle mesh, each on a free
+    body (so each world can pose them differently), a directional light and a
+    camera ``overview``."""
+    vert, face = _sphere_mesh()
+    bodies = [
+        ("sphere", '<geom type="sphere" size="0.04" rgba="0.9 0.2 0.2 1"/>', "-0.15 -0.1 0.06"),
+        ("capsule", '<geom type="capsule" size="0.025 0.05" rgba="0.2 0.8 0.3 1"/>', "0 -0.12 0.08"),
+        ("ellipsoid", '<geom type="ellipsoid" size="0.06 0.03 0.04" rgba="0.2 0.4 0.9 1"/>', "0.15 -0.1 0.06"),
+        ("cylinder", '<geom type="cylinder" size="0.035 0.05" rgba="0.9 0.8 0.2 1"/>', "-0.15 0.1 0.07"),
+        ("box", '<geom type="box" size="0.04 0.03 0.05" rgba="0.7 0.3 0.8 1"/>', "0 0.12 0.07"),
+        ("mesh", '<geom type="mesh" mesh="blob" rgba="0.3 0.8 0.8 1"/>', "0.15 0.1 0.08"),
+    ]
+    body_xml = "\n    ".join(f'<body name="{n}" pos="{p}"><freejoint/>{g}</body>' for n, g, p in bodies)
+    return f"""<mujoco model="flycuda_primitives">
+  <option gravity="0 0 0"/>
+  <asset>
+    <texture name="grid" type="2d" builtin="checker" rgb1="0.8 0.8 0.8" rgb2="0.5 0.5 0.5" width="64" height="64"/>
+    <material name="grid" texture="grid" texrepeat="8 8"/>
+    <mesh name="blob" vertex="{vert}" face="{face}"/>
+  </asset>
+  <worldbody>
+    <light name="sun" directional="true" pos="0 0 1" dir="0.3 0.2 -1" castshadow="true"/>
+    <geom name="floor" type="plane" size="0.5 0.5 0.01" material="grid"/>
+    <camera name="overview" pos="0 -0.55 0.45" xyaxes="1 0 0 0 0.63 0.78"/>
+    {body_xml}
+  </worldbody>
+</mujoco>
+"""

@@ -15,7 +15,7 @@ import torch
 
 from . import _ext  # noqa: F401  (loads flycuda._C before the fakes below)
 
-__all__ = ["motion_to_ctrl", "advance_step", "record_qpos", "new_step_counter"]
+__all__ = ["motion_to_ctrl", "advance_step", "record_qpos", "new_step_counter", "render_tiles"]
 
 MODES = ("clamp", "loop")
 
@@ -101,6 +101,47 @@ def new_step_counter(device: torch.device | str = "cpu", start: int = 0) -> torc
     return torch.full((1,), int(start), dtype=torch.int64, device=device)
 
 
+def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torch.Tensor,
+                 cam_mat: torch.Tensor, worlds: torch.Tensor, scene, *, fovy: float, height: int,
+                 width: int, rgb: torch.Tensor | None = None, depth: torch.Tensor | None = None,
+                 seg: torch.Tensor | None = None, mosaic_cols: int = 0, samples: int = 1,
+                 shadows: bool = False, zfar: float | None = None) -> None:
+    """Ray-casts each selected world's camera view into preallocated outputs.
+
+    Args:
+        geom_xpos: float32 [W, G, 3] geom positions (e.g. ``wp.to_torch(d.geom_xpos)``).
+        geom_xmat: float32 [W, G, 9] (or [W, G, 3, 3]) geom orientations.
+        cam_pos: float32 [W, 3] camera position per world; cam_mat: float32 [W, 9] (or
+            [W, 3, 3]) camera orientation (MuJoCo convention: looks along -z, y up).
+        worlds: int32 [S] worlds to render; output s holds world ``worlds[s]``.
+        scene: a :class:`flycuda.scene.Scene` (geoms, meshes with BVHs, lights).
+        fovy: vertical field of view in degrees; height, width: tile size in pixels.
+        rgb: uint8 [S, H, Wd, 3] tiles, or with ``mosaic_cols`` > 0 the mosaic
+            [ceil(S / cols) * H, cols * Wd, 3] (tile s at row s // cols, column s % cols).
+        depth: float32 [S, H, Wd] planar depth (0 for background).
+        seg: int32 [S, H, Wd] geom id (-1 for background).
+        samples: n: n x n rays per pixel, averaged (depth/seg from the first).
+        shadows: cast shadow rays towards the lights that cast shadows.
+        zfar: far plane (planar depth; 0 = none); default the scene's (MuJoCo's).
+
+    Outputs left as None are not computed. Nothing is allocated: the call can be
+    captured in a CUDA graph.
+    """
+    def flat(t, n):
+        return t.reshape(*t.shape[:n], 9) if t.dim() == n + 2 else t
+
+    empty_u8 = torch.empty(0, dtype=torch.uint8, device=geom_xpos.device)
+    empty_f = torch.empty(0, dtype=torch.float32, device=geom_xpos.device)
+    empty_i = torch.empty(0, dtype=torch.int32, device=geom_xpos.device)
+    torch.ops.flycuda.render_tiles.default(
+        geom_xpos, flat(geom_xmat, 2), cam_pos, flat(cam_mat, 1), worlds, scene.geom_ids,
+        scene.geom_info, scene.geom_param, scene.bvh_bounds, scene.bvh_index, scene.tris,
+        scene.lights, scene.headlight, float(fovy), float(scene.zfar if zfar is None else zfar),
+        int(samples), bool(shadows), int(height), int(width), int(mosaic_cols),
+        empty_u8 if rgb is None else rgb, empty_f if depth is None else depth,
+        empty_i if seg is None else seg)
+
+
 # --- fake kernels (shape/dtype checks only) for torch.compile ---------------------
 
 def _check_same_device(op: str, ref_name: str, ref: torch.Tensor, **others) -> None:
@@ -145,4 +186,16 @@ def _record_qpos_fake(qpos, adrs, history, step, every):
                  lambda: f"flycuda.record_qpos: argument 'qpos' must have shape [W, nq] with W = {history.shape[0]}, got {tuple(qpos.shape)}")
     _check_same_device("record_qpos", "history", history, qpos=qpos, step=step, adrs=adrs)
     _check_counter("record_qpos", step)
+    return None
+
+
+@torch.library.register_fake("flycuda::render_tiles")
+def _render_tiles_fake(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
+                       bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, shadows,
+                       height, width, mosaic_cols, rgb, depth, seg):
+    torch._check(geom_xpos.dim() == 3 and geom_xpos.dtype == torch.float32,
+                 lambda: f"flycuda.render_tiles: argument 'geom_xpos' must be float32 [W, G, 3], got {geom_xpos.dtype} {tuple(geom_xpos.shape)}")
+    torch._check(height > 0 and width > 0, lambda: "flycuda.render_tiles: the image must not be empty")
+    _check_same_device("render_tiles", "geom_xpos", geom_xpos, geom_xmat=geom_xmat, cam_pos=cam_pos,
+                       cam_mat=cam_mat, worlds=worlds, rgb=rgb, depth=depth, seg=seg)
     return None

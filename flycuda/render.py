@@ -1,10 +1,13 @@
 """Renderer front end: every world into image tiles, a mosaic, and video/PNG output.
 
-Until flycuda's own tile renderer lands, :class:`MjwRenderer` drives MuJoCo Warp's
-ray-traced renderer (``mjw.refit_bvh`` + ``mjw.render``); it is the fallback and
-the baseline to beat. Output tiles are uint8 [W, H, Wd, 3] torch tensors on the
-simulation's device; :func:`mosaic` tiles them (world w at row w // cols, column
-w % cols) and :class:`FrameWriter` writes mosaics to mp4 or PNG atomically.
+:class:`TileRenderer` is flycuda's renderer (the ``render_tiles`` op: CUDA kernel,
+C++ CPU twin): it reads the geom and camera poses straight from zero-copy views of
+MuJoCo Warp's Data and writes RGB tiles (or the mosaic itself), depth and
+segmentation into buffers allocated once. :class:`MjwRenderer` drives MuJoCo
+Warp's own renderer (``mjw.refit_bvh`` + ``mjw.render``): the baseline, and a fallback.
+Tiles are uint8 [S, H, Wd, 3] on the simulation's device. :func:`mosaic` tiles
+them (world s at row s // cols, column s % cols). :class:`FrameWriter` writes
+mosaics to mp4 or PNG atomically.
 """
 
 from __future__ import annotations
@@ -17,6 +20,75 @@ import torch
 
 class RenderError(ValueError):
     """Bad render settings (size, camera, output path)."""
+
+
+class TileRenderer:
+    """flycuda's tile renderer for the worlds of ``sim``.
+
+    Args:
+        sim: a :class:`flycuda.bridge.Sim`.
+        camera: a model camera's name, or ``(pos [3], mat [3, 3], fovy)`` for a
+            fixed camera (the same in every world).
+        width, height: tile size in pixels.
+        worlds: indices of the worlds to render (default all).
+        rgb, depth, seg: which outputs to produce.
+        mosaic: write RGB straight into one mosaic image (``self.rgb``) instead of tiles.
+        samples: n x n rays per pixel; shadows: shadow rays.
+        groups: geom groups to show (MuJoCo Warp's default: 0, 1, 2).
+    """
+
+    def __init__(self, sim, camera="track", width: int = 64, height: int = 48, worlds=None,
+                 rgb: bool = True, depth: bool = False, seg: bool = False, mosaic: bool = False,
+                 samples: int = 1, shadows: bool = False, groups=(0, 1, 2)):
+        if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
+            raise RenderError(f"render size must be positive integers, got {width}x{height}")
+        from .scene import pack_scene
+
+        self.sim, self.width, self.height = sim, width, height
+        self.samples, self.shadows = samples, shadows
+        dev, W = sim.device, sim.nworld
+        self.scene = pack_scene(sim.mjm, groups=groups).to(dev)
+        self.geom_xpos = sim.view("geom_xpos")
+        self.geom_xmat = sim.view("geom_xmat").reshape(W, -1, 9)
+        if isinstance(camera, str):
+            cid = sim.camera_id(camera)
+            self.cam_pos = sim.view("cam_xpos")[:, cid]            # [W, 3] view: follows the sim
+            self.cam_mat = sim.view("cam_xmat")[:, cid].reshape(W, 9)
+            self.fovy = float(sim.mjm.cam_fovy[cid])
+        else:
+            pos, mat, fovy = camera
+            self.cam_pos = torch.as_tensor(pos, dtype=torch.float32, device=dev).reshape(1, 3).expand(W, 3)
+            self.cam_mat = torch.as_tensor(mat, dtype=torch.float32, device=dev).reshape(1, 9).expand(W, 9)
+            self.fovy = float(fovy)
+        sel = list(range(W)) if worlds is None else [int(w) for w in worlds]
+        if not sel or min(sel) < 0 or max(sel) >= W:
+            raise RenderError(f"worlds must be indices in [0, {W}), got {sel[:8]}")
+        self.worlds = torch.tensor(sel, dtype=torch.int32, device=dev)
+        S = len(sel)
+        self.cols = mosaic_shape(S)[1] if mosaic else 0
+        if rgb:
+            shape = ((math.ceil(S / self.cols) * height, self.cols * width, 3) if mosaic
+                     else (S, height, width, 3))
+            self.rgb = torch.zeros(shape, dtype=torch.uint8, device=dev)
+        else:
+            self.rgb = None
+        self.depth = torch.zeros(S, height, width, device=dev) if depth else None
+        self.seg = torch.full((S, height, width), -1, dtype=torch.int32, device=dev) if seg else None
+        self.tiles = self.rgb
+
+    def render(self) -> torch.Tensor | None:
+        """Renders the selected worlds into the preallocated outputs; returns ``self.rgb``."""
+        from .ops import render_tiles
+
+        render_tiles(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
+                     fovy=self.fovy, height=self.height, width=self.width, rgb=self.rgb, depth=self.depth,
+                     seg=self.seg, mosaic_cols=self.cols, samples=self.samples, shadows=self.shadows)
+        return self.rgb
+
+    def render_mosaic(self) -> torch.Tensor:
+        """The mosaic of the selected worlds (rendered straight into it in mosaic mode)."""
+        out = self.render()
+        return out if self.cols else mosaic(out)
 
 
 class MjwRenderer:
@@ -47,6 +119,9 @@ class MjwRenderer:
             self._mjw.get_rgb(self.rc, 0, self._rgb)
         self.tiles.copy_((self._rgb_t.clamp(0.0, 1.0) * 255.0).round_())
         return self.tiles
+
+    def render_mosaic(self) -> torch.Tensor:
+        return mosaic(self.render())
 
 
 def mosaic_shape(worlds: int) -> tuple[int, int]:

@@ -155,7 +155,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         steps_per_graph: K steps per graph launch.
         record_every: record joint angles every this many steps.
         render_every: render every N steps with ``renderer`` (0: never).
-        renderer: an object with ``render() -> uint8 [W, H, Wd, 3]`` (MjwRenderer).
+        renderer: a TileRenderer or MjwRenderer (``render_mosaic() -> uint8 image``).
         frame_writer: a :class:`flycuda.render.FrameWriter` for the mosaics.
         profile: path of a torch.profiler Chrome/Perfetto trace to write.
         progress: show a tqdm progress bar.
@@ -244,11 +244,9 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         if render_every and done % render_every == 0:
             t0 = time.perf_counter()
             with _stage("render", on_cuda):
-                tiles = renderer.render()
+                frame = renderer.render_mosaic()
                 if frame_writer is not None:
-                    from .render import mosaic
-
-                    frame_writer.add(mosaic(tiles))
+                    frame_writer.add(frame)
             frames_rendered += 1
             _sync(sim)  # render is outside the graph: always measured
             render_seconds[0] += time.perf_counter() - t0

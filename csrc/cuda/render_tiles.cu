@@ -1,0 +1,107 @@
+// flycuda: render_tiles — the CUDA impl.
+//
+// One thread per pixel of each selected world: idx = (s * H + py) * Wd + px,
+// 128 threads a block, so a block covers a run of pixels of one image row
+// (neighbouring rays hit the same geoms and BVH nodes: coherent memory access,
+// little divergence). Each thread runs render_pixel (csrc/render_tiles.h),
+// the same code as the CPU impl. The static scene (geom table, BVH, triangles,
+// lights) is read through the read-only cache; the per-world poses are zero-copy
+// views of MuJoCo Warp's geom_xpos/geom_xmat. Outputs are preallocated by the
+// caller, so a launch allocates nothing and can live inside a CUDA graph.
+#include "checks.h"
+#include "common.h"
+#include "render_tiles.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+namespace flycuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+__global__ void render_tiles_kernel(render::Scene sc, render::Out out,
+                                    const int32_t* __restrict__ worlds,  // [S]
+                                    const float* __restrict__ cam_pos,   // [W, 3]
+                                    const float* __restrict__ cam_mat,   // [W, 9]
+                                    int64_t cp_s0, int64_t cm_s0, int64_t S, int64_t H, int64_t Wd,
+                                    float tan_half_fovy, float zfar, int64_t samples, bool shadows) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= S * H * Wd) return;
+  const int64_t px = idx % Wd;
+  const int64_t py = (idx / Wd) % H;
+  const int64_t s = idx / (Wd * H);
+  const int64_t w = worlds[s];
+  render::render_pixel(sc, out, s, w, py, px, H, Wd, cam_pos + w * cp_s0, cam_mat + w * cm_s0,
+                       tan_half_fovy, zfar, samples, shadows);
+}
+
+void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
+                       const at::Tensor& cam_pos, const at::Tensor& cam_mat, const at::Tensor& worlds,
+                       const at::Tensor& geom_ids, const at::Tensor& geom_info,
+                       const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
+                       const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
+                       const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
+                       bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
+                       at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg) {
+  // Check shapes, dtypes, devices before touching the device.
+  check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
+                     bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
+                     width, mosaic_cols, rgb, depth, seg, /*check_values=*/false);
+  // Guard the device; check index values unless the stream is being captured.
+  const c10::cuda::CUDAGuard guard(geom_xpos.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture == cudaStreamCaptureStatusNone) {
+    check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info,
+                       geom_param, bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar,
+                       samples, height, width, mosaic_cols, rgb, depth, seg, true);
+  }
+  // Scene and outputs.
+  render::Scene sc;
+  sc.xpos = geom_xpos.data_ptr<float>();
+  sc.xmat = geom_xmat.data_ptr<float>();
+  sc.xpos_s0 = geom_xpos.stride(0);
+  sc.xpos_s1 = geom_xpos.stride(1);
+  sc.xmat_s0 = geom_xmat.stride(0);
+  sc.xmat_s1 = geom_xmat.stride(1);
+  sc.geom_ids = geom_ids.data_ptr<int32_t>();
+  sc.geom_info = geom_info.data_ptr<int32_t>();
+  sc.geom_param = geom_param.data_ptr<float>();
+  sc.ngeom = geom_ids.size(0);
+  sc.bounds = bvh_bounds.data_ptr<float>();
+  sc.index = bvh_index.data_ptr<int32_t>();
+  sc.tris = tris.data_ptr<float>();
+  sc.lights = lights.data_ptr<float>();
+  sc.nlight = lights.size(0);
+  sc.headlight = headlight.data_ptr<float>();
+  render::Out out;
+  out.rgb = rgb.numel() ? rgb.data_ptr<uint8_t>() : nullptr;
+  out.cols = mosaic_cols;
+  out.depth = depth.numel() ? depth.data_ptr<float>() : nullptr;
+  out.seg = seg.numel() ? seg.data_ptr<int32_t>() : nullptr;
+  const int64_t S = worlds.size(0);
+  const int64_t n = S * height * width;
+  if (n == 0) return;
+  // Launch the kernel and check the launch.
+  const int64_t blocks = cdiv(n, kThreads);
+  TORCH_CHECK(blocks <= INT32_MAX, "flycuda.render_tiles: too many pixels (", n, ")");
+  const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
+  render_tiles_kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
+      sc, out, worlds.data_ptr<int32_t>(), cam_pos.data_ptr<float>(), cam_mat.data_ptr<float>(),
+      cam_pos.stride(0), cam_mat.stride(0), S, height, width, tan_half, static_cast<float>(zfar),
+      samples, shadows);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+FLYCUDA_LIBRARY_IMPL(CUDA, m) { m.impl("render_tiles", &render_tiles_cuda); }
+
+}  // namespace flycuda

@@ -1,0 +1,197 @@
+// flycuda: render_tiles — argument checks and the CPU impl (parallel over image rows).
+// The per-pixel code is csrc/render_tiles.h, shared with the CUDA impl.
+#include "checks.h"
+#include "common.h"
+#include "render_tiles.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+namespace flycuda {
+
+namespace {
+
+void check_f32_rows(const char* kOpName, const at::Tensor& t, const char* name, int64_t dim,
+                    int64_t last) {
+  FLYCUDA_CHECK(t.scalar_type() == at::kFloat, "argument '", name, "' must have dtype Float, got ",
+                t.scalar_type());
+  FLYCUDA_CHECK(t.dim() == dim && t.size(dim - 1) == last, "argument '", name, "' must be a ", dim,
+                "-D tensor with last dim ", last, ", got shape ", t.sizes());
+  FLYCUDA_CHECK(t.numel() == 0 || t.stride(dim - 1) == 1, "argument '", name,
+                "' must be contiguous in its last dim, got strides ", t.strides());
+}
+
+void check_static(const char* kOpName, const at::Tensor& t, const char* name, at::ScalarType dt,
+                  int64_t cols) {
+  FLYCUDA_CHECK(t.scalar_type() == dt, "argument '", name, "' must have dtype ", dt, ", got ",
+                t.scalar_type());
+  FLYCUDA_CHECK(t.dim() == (cols > 0 ? 2 : 1) && (cols <= 0 || t.size(1) == cols), "argument '",
+                name, "' must have shape [N", cols > 0 ? ", " + std::to_string(cols) : std::string(),
+                "], got ", t.sizes());
+  FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous");
+}
+
+void check_output(const char* kOpName, const at::Tensor& t, const char* name, at::ScalarType dt,
+                  at::IntArrayRef shape) {
+  if (t.numel() == 0) return;  // not requested
+  FLYCUDA_CHECK(t.scalar_type() == dt, "argument '", name, "' must have dtype ", dt, ", got ",
+                t.scalar_type());
+  FLYCUDA_CHECK(t.sizes() == shape, "argument '", name, "' must have shape ", shape, ", got ",
+                t.sizes());
+  FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous");
+}
+
+}  // namespace
+
+void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
+                        const at::Tensor& cam_pos, const at::Tensor& cam_mat,
+                        const at::Tensor& worlds, const at::Tensor& geom_ids,
+                        const at::Tensor& geom_info, const at::Tensor& geom_param,
+                        const at::Tensor& bvh_bounds, const at::Tensor& bvh_index,
+                        const at::Tensor& tris, const at::Tensor& lights,
+                        const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
+                        int64_t height, int64_t width, int64_t mosaic_cols, const at::Tensor& rgb,
+                        const at::Tensor& depth, const at::Tensor& seg, bool check_values) {
+  constexpr const char* kOpName = "render_tiles";
+  // Per-world poses: geom_xpos [W, G, 3], geom_xmat [W, G, 9], cam_pos [W, 3], cam_mat [W, 9].
+  check_f32_rows(kOpName, geom_xpos, "geom_xpos", 3, 3);
+  check_f32_rows(kOpName, geom_xmat, "geom_xmat", 3, 9);
+  const int64_t W = geom_xpos.size(0), G = geom_xpos.size(1);
+  FLYCUDA_CHECK(geom_xmat.size(0) == W && geom_xmat.size(1) == G, "argument 'geom_xmat' must have shape [",
+                W, ", ", G, ", 9] like geom_xpos, got ", geom_xmat.sizes());
+  check_f32_rows(kOpName, cam_pos, "cam_pos", 2, 3);
+  check_f32_rows(kOpName, cam_mat, "cam_mat", 2, 9);
+  CHECK_SIZE(cam_pos, 0, W);
+  CHECK_SIZE(cam_mat, 0, W);
+  // Selection and static scene.
+  check_static(kOpName, worlds, "worlds", at::kInt, 0);
+  check_static(kOpName, geom_ids, "geom_ids", at::kInt, 0);
+  const int64_t Gr = geom_ids.size(0);
+  check_static(kOpName, geom_info, "geom_info", at::kInt, 2);
+  check_static(kOpName, geom_param, "geom_param", at::kFloat, render::kParam);
+  CHECK_SIZE(geom_info, 0, Gr);
+  CHECK_SIZE(geom_param, 0, Gr);
+  check_static(kOpName, bvh_bounds, "bvh_bounds", at::kFloat, 6);
+  check_static(kOpName, bvh_index, "bvh_index", at::kInt, 2);
+  CHECK_SIZE(bvh_index, 0, bvh_bounds.size(0));
+  check_static(kOpName, tris, "tris", at::kFloat, 9);
+  check_static(kOpName, lights, "lights", at::kFloat, render::kLight);
+  check_static(kOpName, headlight, "headlight", at::kFloat, 0);
+  CHECK_SIZE(headlight, 0, 6);
+  for (const at::Tensor* t : {&geom_xmat, &cam_pos, &cam_mat, &worlds, &geom_ids, &geom_info,
+                              &geom_param, &bvh_bounds, &bvh_index, &tris, &lights, &headlight,
+                              &rgb, &depth, &seg}) {
+    FLYCUDA_CHECK(t->device() == geom_xpos.device(), "every tensor must be on ", geom_xpos.device(),
+                  " (the device of 'geom_xpos'), got one on ", t->device());
+  }
+  // Image.
+  FLYCUDA_CHECK_VALUE(height > 0 && width > 0, "the image must not be empty, got height ", height,
+                      " and width ", width);
+  FLYCUDA_CHECK_VALUE(fovy > 0.0 && fovy < 180.0, "argument 'fovy' must be in (0, 180) degrees, got ", fovy);
+  FLYCUDA_CHECK_VALUE(zfar >= 0.0 && std::isfinite(zfar), "argument 'zfar' must be >= 0 (0: none), got ", zfar);
+  FLYCUDA_CHECK_VALUE(samples >= 1 && samples <= 8, "argument 'samples' must be in [1, 8], got ", samples);
+  FLYCUDA_CHECK_VALUE(mosaic_cols >= 0, "argument 'mosaic_cols' must be >= 0, got ", mosaic_cols);
+  const int64_t S = worlds.size(0);
+  if (mosaic_cols > 0) {
+    const int64_t rows = cdiv(S, mosaic_cols);
+    check_output(kOpName, rgb, "rgb", at::kByte, {rows * height, mosaic_cols * width, 3});
+  } else {
+    check_output(kOpName, rgb, "rgb", at::kByte, {S, height, width, 3});
+  }
+  check_output(kOpName, depth, "depth", at::kFloat, {S, height, width});
+  check_output(kOpName, seg, "seg", at::kInt, {S, height, width});
+  if (check_values) {
+    check_index_values(kOpName, "worlds", worlds, W, "W = geom_xpos.size(0)", false);
+    check_index_values(kOpName, "geom_ids", geom_ids, G, "G = geom_xpos.size(1)", false);
+    const at::Tensor info = geom_info.to(at::kCPU), index = bvh_index.to(at::kCPU);
+    const int64_t N = bvh_bounds.size(0), T = tris.size(0);
+    for (int64_t k = 0; k < Gr; ++k) {
+      const int32_t type = info[k][0].item<int32_t>(), root = info[k][1].item<int32_t>();
+      FLYCUDA_CHECK(root >= -1 && root < N, "argument 'geom_info' row ", k, " has BVH root ", root,
+                    ", expected -1 or [0, ", N, ")");
+      FLYCUDA_CHECK(type != render::kMesh || root >= 0, "argument 'geom_info' row ", k,
+                    " is a mesh without a BVH root");
+    }
+    const int32_t* ix = index.data_ptr<int32_t>();
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t a = ix[2 * n], c = ix[2 * n + 1];
+      const bool ok = c < 0 ? (a >= 0 && a - c <= T) : (a > n && c > n && a < N && c < N);
+      FLYCUDA_CHECK(ok, "argument 'bvh_index' node ", n, " = (", a, ", ", c,
+                    ") links outside the tree or the ", T, " triangles");
+    }
+  }
+}
+
+namespace {
+
+render::Scene make_scene(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
+                         const at::Tensor& geom_ids, const at::Tensor& geom_info,
+                         const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
+                         const at::Tensor& bvh_index, const at::Tensor& tris,
+                         const at::Tensor& lights, const at::Tensor& headlight) {
+  render::Scene sc;
+  sc.xpos = geom_xpos.data_ptr<float>();
+  sc.xmat = geom_xmat.data_ptr<float>();
+  sc.xpos_s0 = geom_xpos.stride(0);
+  sc.xpos_s1 = geom_xpos.stride(1);
+  sc.xmat_s0 = geom_xmat.stride(0);
+  sc.xmat_s1 = geom_xmat.stride(1);
+  sc.geom_ids = geom_ids.data_ptr<int32_t>();
+  sc.geom_info = geom_info.data_ptr<int32_t>();
+  sc.geom_param = geom_param.data_ptr<float>();
+  sc.ngeom = geom_ids.size(0);
+  sc.bounds = bvh_bounds.data_ptr<float>();
+  sc.index = bvh_index.data_ptr<int32_t>();
+  sc.tris = tris.data_ptr<float>();
+  sc.lights = lights.data_ptr<float>();
+  sc.nlight = lights.size(0);
+  sc.headlight = headlight.data_ptr<float>();
+  return sc;
+}
+
+void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
+                      const at::Tensor& cam_pos, const at::Tensor& cam_mat, const at::Tensor& worlds,
+                      const at::Tensor& geom_ids, const at::Tensor& geom_info,
+                      const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
+                      const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
+                      const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
+                      bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
+                      at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg) {
+  // Check inputs.
+  check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
+                     bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
+                     width, mosaic_cols, rgb, depth, seg, true);
+  // Scene, outputs, sizes.
+  const render::Scene sc = make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
+                                      bvh_bounds, bvh_index, tris, lights, headlight);
+  render::Out out;
+  out.rgb = rgb.numel() ? rgb.data_ptr<uint8_t>() : nullptr;
+  out.cols = mosaic_cols;
+  out.depth = depth.numel() ? depth.data_ptr<float>() : nullptr;
+  out.seg = seg.numel() ? seg.data_ptr<int32_t>() : nullptr;
+  const int64_t S = worlds.size(0);
+  const int32_t* wsel = worlds.data_ptr<int32_t>();
+  const float* cp = cam_pos.data_ptr<float>();
+  const float* cm = cam_mat.data_ptr<float>();
+  const int64_t cp_s0 = cam_pos.stride(0), cm_s0 = cam_mat.stride(0);
+  const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
+  // Run the kernel: one task per image row of each selected world.
+  at::parallel_for(0, S * height, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t s = row / height, py = row % height, w = wsel[s];
+      for (int64_t px = 0; px < width; ++px) {
+        render::render_pixel(sc, out, s, w, py, px, height, width, cp + w * cp_s0, cm + w * cm_s0,
+                             tan_half, static_cast<float>(zfar), samples, shadows);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("render_tiles", &render_tiles_cpu); }
+
+}  // namespace flycuda

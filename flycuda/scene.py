@@ -1,0 +1,152 @@
+"""Static scene data for the tile renderer, packed once from a ``mujoco.MjModel``.
+
+What :func:`flycuda.render_tiles` needs besides the per-world poses: the geoms to
+render (their ids, types, sizes, colours, checker pattern, bounding radius), one
+BVH per mesh (built here, on the host, once) with its triangles, and the lights.
+Everything is in the layout csrc/render_tiles.h reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+PLANE, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = 0, 2, 3, 4, 5, 6, 7
+SUPPORTED = {PLANE, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH}
+PARAM, LIGHT = 12, 10
+LEAF_SIZE = 4
+
+
+@dataclass
+class Scene:
+    """Packed static scene (torch tensors on one device); see csrc/render_tiles.h."""
+
+    geom_ids: torch.Tensor    # int32 [Gr]
+    geom_info: torch.Tensor   # int32 [Gr, 2]: type, BVH root (-1 if not a mesh)
+    geom_param: torch.Tensor  # float32 [Gr, 12]: size[3] rgb[3] rgb2[3] checker rbound pad
+    bvh_bounds: torch.Tensor  # float32 [N, 6]
+    bvh_index: torch.Tensor   # int32 [N, 2]: (left, right) or (first tri, -count)
+    tris: torch.Tensor        # float32 [Ntri, 9]
+    lights: torch.Tensor      # float32 [L, 10]: dir[3] ambient[3] diffuse[3] castshadow
+    headlight: torch.Tensor   # float32 [6]: ambient[3] diffuse[3]
+    zfar: float
+
+    def to(self, device) -> "Scene":
+        return Scene(*(getattr(self, f).to(device) for f in
+                       ("geom_ids", "geom_info", "geom_param", "bvh_bounds", "bvh_index", "tris",
+                        "lights", "headlight")), self.zfar)
+
+
+def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
+    """A median-split BVH over ``tris`` [n, 9]; returns (bounds [N, 6], index [N, 2],
+    triangles reordered to leaf order). Node/tri indices are offset by first_node/first_tri."""
+    n = tris.shape[0]
+    if n == 0:
+        raise ValueError("a mesh without triangles cannot be rendered")
+    v = tris.reshape(n, 3, 3)
+    lo_t, hi_t, cen = v.min(axis=1), v.max(axis=1), v.mean(axis=1)
+    bounds, index, order = [], [], []
+    stack = [(np.arange(n), -1, 0)]  # (triangles, parent node, which child)
+    while stack:
+        ids, parent, which = stack.pop()
+        node = len(bounds)
+        bounds.append(np.concatenate([lo_t[ids].min(axis=0), hi_t[ids].max(axis=0)]))
+        index.append([0, 0])
+        if parent >= 0:
+            index[parent][which] = first_node + node
+        if len(ids) <= LEAF_SIZE:
+            index[node] = [first_tri + len(order), -len(ids)]
+            order.extend(ids.tolist())
+            continue
+        c = cen[ids]
+        axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
+        srt = ids[np.argsort(c[:, axis], kind="stable")]
+        half = len(srt) // 2
+        stack.append((srt[half:], node, 1))
+        stack.append((srt[:half], node, 0))
+    return (np.asarray(bounds, np.float32), np.asarray(index, np.int32), tris[np.asarray(order)])
+
+
+def _texture_colors(mjm, matid: int):
+    """(rgb, rgb2, checker cell) of a material: a builtin checker texture gives two colours."""
+    rgba = mjm.mat_rgba[matid]
+    texid = int(mjm.mat_texid[matid].max()) if mjm.mat_texid.ndim == 2 else int(mjm.mat_texid[matid])
+    if texid < 0:
+        return rgba[:3], rgba[:3], 0.0
+    w, h, nc = int(mjm.tex_width[texid]), int(mjm.tex_height[texid]), int(mjm.tex_nchannel[texid])
+    data = mjm.tex_data[mjm.tex_adr[texid]: mjm.tex_adr[texid] + w * h * nc].reshape(h, w, nc)
+    c1 = data[0, 0, :3].astype(np.float32) / 255.0
+    c2 = data[0, w // 2, :3].astype(np.float32) / 255.0 if w > 1 else c1
+    return rgba[:3] * c1, rgba[:3] * c2, 1.0
+
+
+def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
+    """Packs ``mjm``'s visible geoms (``groups``), meshes and lights for render_tiles."""
+    import mujoco
+
+    d = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, d)  # light_xdir for lights fixed to the world
+    ids, info, params = [], [], []
+    bounds, index, tris = [], [], []
+    mesh_root: dict[int, int] = {}
+    n_nodes = n_tris = 0
+    for g in range(mjm.ngeom):
+        gtype = int(mjm.geom_type[g])
+        if int(mjm.geom_group[g]) not in groups or gtype not in SUPPORTED or mjm.geom_rgba[g, 3] == 0:
+            continue
+        root = -1
+        if gtype == MESH:
+            mid = int(mjm.geom_dataid[g])
+            if mid not in mesh_root:
+                va, nv = int(mjm.mesh_vertadr[mid]), int(mjm.mesh_vertnum[mid])
+                fa, nf = int(mjm.mesh_faceadr[mid]), int(mjm.mesh_facenum[mid])
+                verts = mjm.mesh_vert[va:va + nv]
+                faces = mjm.mesh_face[fa:fa + nf]
+                b, i, t = build_bvh(verts[faces].reshape(nf, 9).astype(np.float32), n_nodes, n_tris)
+                mesh_root[mid] = n_nodes
+                bounds.append(b), index.append(i), tris.append(t)
+                n_nodes, n_tris = n_nodes + len(b), n_tris + len(t)
+            root = mesh_root[mid]
+        matid = int(mjm.geom_matid[g])
+        if matid >= 0:
+            rgb, rgb2, checker = _texture_colors(mjm, matid)
+        else:
+            rgb = rgb2 = mjm.geom_rgba[g, :3]
+            checker = 0.0
+        if checker and gtype == PLANE:  # checker cell: plane extent / texrepeat (2 cells per tile)
+            rep = float(mjm.mat_texrepeat[matid][0]) or 1.0
+            size = float(mjm.geom_size[g, 0]) or 1.0
+            checker = size / rep
+        else:
+            checker = 0.0
+        p = np.zeros(PARAM, np.float32)
+        p[0:3], p[3:6], p[6:9] = mjm.geom_size[g], rgb, rgb2
+        p[9], p[10] = checker, 0.0 if gtype == PLANE else float(mjm.geom_rbound[g])
+        ids.append(g), info.append([gtype, root]), params.append(p)
+    lights = []
+    for li in range(mjm.nlight):
+        directional = bool(mjm.light_directional[li]) if hasattr(mjm, "light_directional") else \
+            int(mjm.light_type[li]) == int(mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
+        if not directional or not bool(mjm.light_active[li]):
+            continue
+        row = np.zeros(LIGHT, np.float32)
+        row[0:3] = d.light_xdir[li] / max(np.linalg.norm(d.light_xdir[li]), 1e-9)
+        row[3:6], row[6:9] = mjm.light_ambient[li], mjm.light_diffuse[li]
+        row[9] = float(mjm.light_castshadow[li])
+        lights.append(row)
+    hl = mjm.vis.headlight
+    headlight = np.concatenate([hl.ambient, hl.diffuse]).astype(np.float32) if hl.active else np.zeros(6, np.float32)
+
+    def t(a, dt, shape):
+        return torch.from_numpy(np.asarray(a, dt).reshape(shape)).to(device)
+
+    return Scene(
+        geom_ids=t(ids, np.int32, (-1,)), geom_info=t(info, np.int32, (-1, 2)),
+        geom_param=t(params, np.float32, (-1, PARAM)),
+        bvh_bounds=t(np.concatenate(bounds) if bounds else np.zeros((0, 6)), np.float32, (-1, 6)),
+        bvh_index=t(np.concatenate(index) if index else np.zeros((0, 2)), np.int32, (-1, 2)),
+        tris=t(np.concatenate(tris) if tris else np.zeros((0, 9)), np.float32, (-1, 9)),
+        lights=t(lights, np.float32, (-1, LIGHT)), headlight=t(headlight, np.float32, (6,)),
+        zfar=float(mjm.vis.map.zfar * mjm.stat.extent))
