@@ -9,6 +9,8 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 namespace flycuda {
 
@@ -81,11 +83,14 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
   check_static(kOpName, lights, "lights", at::kFloat, render::kLight);
   check_static(kOpName, headlight, "headlight", at::kFloat, 0);
   CHECK_SIZE(headlight, 0, 6);
-  for (const at::Tensor* t : {&geom_xmat, &cam_pos, &cam_mat, &worlds, &geom_ids, &geom_info,
-                              &geom_param, &bvh_bounds, &bvh_index, &tris, &lights, &headlight,
-                              &rgb, &depth, &seg}) {
-    FLYCUDA_CHECK(t->device() == geom_xpos.device(), "every tensor must be on ", geom_xpos.device(),
-                  " (the device of 'geom_xpos'), got one on ", t->device());
+  const std::pair<const char*, const at::Tensor*> others[] = {
+      {"geom_xmat", &geom_xmat}, {"cam_pos", &cam_pos}, {"cam_mat", &cam_mat}, {"worlds", &worlds},
+      {"geom_ids", &geom_ids}, {"geom_info", &geom_info}, {"geom_param", &geom_param},
+      {"bvh_bounds", &bvh_bounds}, {"bvh_index", &bvh_index}, {"tris", &tris}, {"lights", &lights},
+      {"headlight", &headlight}, {"rgb", &rgb}, {"depth", &depth}, {"seg", &seg}};
+  for (const auto& [name, t] : others) {
+    FLYCUDA_CHECK(t->device() == geom_xpos.device(), "argument '", name, "' must be on ",
+                  geom_xpos.device(), " (the device of 'geom_xpos'), got ", t->device());
   }
   // Image.
   FLYCUDA_CHECK_VALUE(height > 0 && width > 0, "the image must not be empty, got height ", height,
@@ -179,9 +184,15 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   const int64_t cp_s0 = cam_pos.stride(0), cm_s0 = cam_mat.stride(0);
   const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
   // Run the kernel: one task per image row of each selected world.
-  at::parallel_for(0, S * height, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
+  const int64_t tiles = render::tiles_covered(out, S);
+  at::parallel_for(0, tiles * height, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      const int64_t s = row / height, py = row % height, w = wsel[s];
+      const int64_t s = row / height, py = row % height;
+      if (s >= S) {  // an empty mosaic cell
+        for (int64_t px = 0; px < width; ++px) render::clear_pixel(out, s, py, px, height, width);
+        continue;
+      }
+      const int64_t w = wsel[s];
       for (int64_t px = 0; px < width; ++px) {
         render::render_pixel(sc, out, s, w, py, px, height, width, cp + w * cp_s0, cm + w * cm_s0,
                              tan_half, static_cast<float>(zfar), samples, shadows);

@@ -335,6 +335,28 @@ struct Out {
   int32_t* seg;     // [S, H, Wd] or null
 };
 
+// Address of pixel (py, px) of tile s in the rgb output (tiles or mosaic).
+FLYCUDA_HOST_DEVICE inline uint8_t* rgb_at(const Out& out, int64_t s, int64_t py, int64_t px,
+                                           int64_t H, int64_t Wd) {
+  if (out.cols > 0) {
+    const int64_t row = s / out.cols, col = s % out.cols;
+    return out.rgb + ((row * H + py) * (out.cols * Wd) + col * Wd + px) * 3;
+  }
+  return out.rgb + ((s * H + py) * Wd + px) * 3;
+}
+
+// Number of tiles a launch covers: S, or every cell of the mosaic (the cells
+// past the last world are painted black, so every output byte is defined).
+FLYCUDA_HOST_DEVICE inline int64_t tiles_covered(const Out& out, int64_t S) {
+  return (out.rgb && out.cols > 0) ? ((S + out.cols - 1) / out.cols) * out.cols : S;
+}
+
+FLYCUDA_HOST_DEVICE inline void clear_pixel(const Out& out, int64_t s, int64_t py, int64_t px,
+                                            int64_t H, int64_t Wd) {
+  uint8_t* dst = rgb_at(out, s, py, px, H, Wd);
+  dst[0] = dst[1] = dst[2] = 0;
+}
+
 // Everything one pixel does: the kernel body of both impls.
 FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const Out& out, int64_t s, int64_t w,
                                              int64_t py, int64_t px, int64_t H, int64_t Wd,
@@ -358,13 +380,7 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const Out& out, in
   }
   if (!out.rgb) return;
   acc = mul(acc, 1.f / static_cast<float>(n * n));
-  uint8_t* dst;
-  if (out.cols > 0) {
-    const int64_t row = s / out.cols, col = s % out.cols;
-    dst = out.rgb + ((row * H + py) * (out.cols * Wd) + col * Wd + px) * 3;
-  } else {
-    dst = out.rgb + ((s * H + py) * Wd + px) * 3;
-  }
+  uint8_t* dst = rgb_at(out, s, py, px, H, Wd);
   dst[0] = to_u8(acc.x);
   dst[1] = to_u8(acc.y);
   dst[2] = to_u8(acc.z);

@@ -30,12 +30,17 @@ __global__ void render_tiles_kernel(render::Scene sc, render::Out out,
                                     const float* __restrict__ cam_pos,   // [W, 3]
                                     const float* __restrict__ cam_mat,   // [W, 9]
                                     int64_t cp_s0, int64_t cm_s0, int64_t S, int64_t H, int64_t Wd,
-                                    float tan_half_fovy, float zfar, int64_t samples, bool shadows) {
+                                    float tan_half_fovy, float zfar, int64_t samples, bool shadows,
+                                    int64_t tiles) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= S * H * Wd) return;
+  if (idx >= tiles * H * Wd) return;
   const int64_t px = idx % Wd;
   const int64_t py = (idx / Wd) % H;
   const int64_t s = idx / (Wd * H);
+  if (s >= S) {  // an empty mosaic cell
+    render::clear_pixel(out, s, py, px, H, Wd);
+    return;
+  }
   const int64_t w = worlds[s];
   render::render_pixel(sc, out, s, w, py, px, H, Wd, cam_pos + w * cp_s0, cam_mat + w * cm_s0,
                        tan_half_fovy, zfar, samples, shadows);
@@ -87,7 +92,8 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   out.depth = depth.numel() ? depth.data_ptr<float>() : nullptr;
   out.seg = seg.numel() ? seg.data_ptr<int32_t>() : nullptr;
   const int64_t S = worlds.size(0);
-  const int64_t n = S * height * width;
+  const int64_t tiles = render::tiles_covered(out, S);
+  const int64_t n = tiles * height * width;
   if (n == 0) return;
   // Launch the kernel and check the launch.
   const int64_t blocks = cdiv(n, kThreads);
@@ -96,7 +102,7 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   render_tiles_kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
       sc, out, worlds.data_ptr<int32_t>(), cam_pos.data_ptr<float>(), cam_mat.data_ptr<float>(),
       cam_pos.stride(0), cam_mat.stride(0), S, height, width, tan_half, static_cast<float>(zfar),
-      samples, shadows);
+      samples, shadows, tiles);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

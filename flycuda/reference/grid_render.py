@@ -114,11 +114,21 @@ def _shade(sc, w, o, d, k, t, n, shadows):
     return base * light
 
 
-def _render_tiles_kernel(ctx, sc, out, worlds, cam_pos, cam_mat, S, H, Wd, th, zfar, n, shadows):
+def _rgb_at(out, s, py, px, H, Wd):
+    if out["cols"] > 0:
+        row, col = s // out["cols"], s % out["cols"]
+        return row * H + py, col * Wd + px
+    return s, py, px
+
+
+def _render_tiles_kernel(ctx, sc, out, worlds, cam_pos, cam_mat, S, H, Wd, th, zfar, n, shadows, tiles):
     idx = ctx.blockIdx.x * ctx.blockDim.x + ctx.threadIdx.x
-    if idx >= S * H * Wd:
+    if idx >= tiles * H * Wd:
         return
     px, py, s = idx % Wd, (idx // Wd) % H, idx // (Wd * H)
+    if s >= S:  # an empty mosaic cell
+        out["rgb"][_rgb_at(out, s, py, px, H, Wd)] = 0
+        return
     w = int(worlds[s])
     o = cam_pos[w].to(F64)
     Rc = cam_mat[w].to(F64).view(3, 3)
@@ -139,12 +149,7 @@ def _render_tiles_kernel(ctx, sc, out, worlds, cam_pos, cam_mat, S, H, Wd, th, z
             if k >= 0:
                 acc += _shade(sc, w, o, d, k, t, nrm, shadows)
     c = (acc / (n * n)).clamp(0, 1)
-    q = (c * 255 + 0.5).floor().to(torch.uint8)
-    if out["cols"] > 0:
-        row, col = s // out["cols"], s % out["cols"]
-        out["rgb"][row * H + py, col * Wd + px] = q
-    else:
-        out["rgb"][s, py, px] = q
+    out["rgb"][_rgb_at(out, s, py, px, H, Wd)] = (c * 255 + 0.5).floor().to(torch.uint8)
 
 
 def render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fovy, height, width,
@@ -157,12 +162,13 @@ def render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fovy,
           "tris": scene.tris.cpu().to(F64), "lights": scene.lights.cpu().to(F64),
           "headlight": scene.headlight.cpu().to(F64)}
     rows = cdiv(S, mosaic_cols) if mosaic_cols else 0
+    tiles = rows * mosaic_cols if mosaic_cols else S
     out = {"cols": mosaic_cols,
-           "rgb": torch.zeros((rows * height, mosaic_cols * width, 3) if mosaic_cols else (S, height, width, 3),
-                              dtype=torch.uint8),
+           "rgb": torch.full((rows * height, mosaic_cols * width, 3) if mosaic_cols else (S, height, width, 3),
+                              77, dtype=torch.uint8),  # poisoned: the kernel writes every byte
            "depth": torch.zeros(S, height, width), "seg": torch.full((S, height, width), -1, dtype=torch.int32)}
     th = math.tan(0.5 * math.radians(fovy))
-    launch(_render_tiles_kernel, cdiv(S * height * width, threads), threads, sc, out,
+    launch(_render_tiles_kernel, cdiv(tiles * height * width, threads), threads, sc, out,
            torch.as_tensor(worlds), cam_pos.cpu().reshape(-1, 3), cam_mat.cpu().reshape(-1, 9), S, height,
-           width, th, scene.zfar if zfar is None else zfar, samples, shadows)
+           width, th, scene.zfar if zfar is None else zfar, samples, shadows, tiles)
     return out["rgb"], out["depth"], out["seg"]
