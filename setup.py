@@ -68,7 +68,10 @@ if WITH_CUDA and not os.getenv("TORCH_CUDA_ARCH_LIST"):
 sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
 if WITH_CUDA:
     sources += sorted(glob.glob(os.path.join("csrc", "cuda", "*.cu")))
-extra_compile_args = {"cxx": ["-O3"]}
+# -fopenmp: torch's at::parallel_for is an inline OpenMP region; without the
+# flag the CPU kernels would silently run on one thread.
+OPENMP = [] if sys.platform == "darwin" else ["-fopenmp"]
+extra_compile_args = {"cxx": ["-O3"] + OPENMP}
 if WITH_CUDA:
     extra_compile_args["nvcc"] = ["-O3", "-lineinfo"]
 Extension = CUDAExtension if WITH_CUDA else CppExtension
@@ -92,6 +95,7 @@ setup(
             include_dirs=[os.path.join(ROOT, "csrc")],
             extra_compile_args=extra_compile_args,
             define_macros=[("WITH_CUDA", None)] if WITH_CUDA else [],
+            extra_link_args=OPENMP,
         )
     ],
     cmdclass={"build_ext": BuildExtension},

@@ -56,7 +56,8 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
                         const at::Tensor& tris, const at::Tensor& lights,
                         const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                         int64_t height, int64_t width, int64_t mosaic_cols, const at::Tensor& rgb,
-                        const at::Tensor& depth, const at::Tensor& seg, bool check_values) {
+                        const at::Tensor& depth, const at::Tensor& seg,
+                        const at::Tensor& world_bounds, bool check_values) {
   constexpr const char* kOpName = "render_tiles";
   // Per-world poses: geom_xpos [W, G, 3], geom_xmat [W, G, 9], cam_pos [W, 3], cam_mat [W, 9].
   check_f32_rows(kOpName, geom_xpos, "geom_xpos", 3, 3);
@@ -87,7 +88,8 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
       {"geom_xmat", &geom_xmat}, {"cam_pos", &cam_pos}, {"cam_mat", &cam_mat}, {"worlds", &worlds},
       {"geom_ids", &geom_ids}, {"geom_info", &geom_info}, {"geom_param", &geom_param},
       {"bvh_bounds", &bvh_bounds}, {"bvh_index", &bvh_index}, {"tris", &tris}, {"lights", &lights},
-      {"headlight", &headlight}, {"rgb", &rgb}, {"depth", &depth}, {"seg", &seg}};
+      {"headlight", &headlight}, {"rgb", &rgb}, {"depth", &depth}, {"seg", &seg},
+      {"world_bounds", &world_bounds}};
   for (const auto& [name, t] : others) {
     FLYCUDA_CHECK(t->device() == geom_xpos.device(), "argument '", name, "' must be on ",
                   geom_xpos.device(), " (the device of 'geom_xpos'), got ", t->device());
@@ -108,6 +110,7 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
   }
   check_output(kOpName, depth, "depth", at::kFloat, {S, height, width});
   check_output(kOpName, seg, "seg", at::kInt, {S, height, width});
+  check_output(kOpName, world_bounds, "world_bounds", at::kFloat, {W, 4});
   if (check_values) {
     check_index_values(kOpName, "worlds", worlds, W, "W = geom_xpos.size(0)", false);
     check_index_values(kOpName, "geom_ids", geom_ids, G, "G = geom_xpos.size(1)", false);
@@ -136,7 +139,8 @@ render::Scene make_scene(const at::Tensor& geom_xpos, const at::Tensor& geom_xma
                          const at::Tensor& geom_ids, const at::Tensor& geom_info,
                          const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
                          const at::Tensor& bvh_index, const at::Tensor& tris,
-                         const at::Tensor& lights, const at::Tensor& headlight) {
+                         const at::Tensor& lights, const at::Tensor& headlight,
+                         at::Tensor& world_bounds) {
   render::Scene sc;
   sc.xpos = geom_xpos.data_ptr<float>();
   sc.xmat = geom_xmat.data_ptr<float>();
@@ -154,6 +158,8 @@ render::Scene make_scene(const at::Tensor& geom_xpos, const at::Tensor& geom_xma
   sc.lights = lights.data_ptr<float>();
   sc.nlight = lights.size(0);
   sc.headlight = headlight.data_ptr<float>();
+  sc.world_bounds = nullptr;  // set once they are computed
+  (void)world_bounds;
   return sc;
 }
 
@@ -164,14 +170,14 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                       const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
                       const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                       bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                      at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg) {
+                      at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, at::Tensor& world_bounds) {
   // Check inputs.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, true);
+                     width, mosaic_cols, rgb, depth, seg, world_bounds, true);
   // Scene, outputs, sizes.
-  const render::Scene sc = make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
-                                      bvh_bounds, bvh_index, tris, lights, headlight);
+  render::Scene sc = make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param, bvh_bounds,
+                                bvh_index, tris, lights, headlight, world_bounds);
   render::Out out;
   out.rgb = rgb.numel() ? rgb.data_ptr<uint8_t>() : nullptr;
   out.cols = mosaic_cols;
@@ -183,6 +189,12 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   const float* cm = cam_mat.data_ptr<float>();
   const int64_t cp_s0 = cam_pos.stride(0), cm_s0 = cam_mat.stride(0);
   const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
+  // Culling spheres of the selected worlds (when a workspace is given).
+  if (world_bounds.numel()) {
+    float* wb = world_bounds.data_ptr<float>();
+    for (int64_t s = 0; s < S; ++s) render::world_bound(sc, wsel[s], wb + 4 * wsel[s]);
+    sc.world_bounds = wb;
+  }
   // Run the kernel: one task per image row of each selected world.
   const int64_t tiles = render::tiles_covered(out, S);
   at::parallel_for(0, tiles * height, /*grain_size=*/1, [&](int64_t begin, int64_t end) {

@@ -236,7 +236,45 @@ struct Scene {
   const float* lights;       // [L, kLight]
   int64_t nlight;
   const float* headlight;    // [6] ambient rgb, diffuse rgb
+  const float* world_bounds; // [W, 4] sphere around each world's bounded geoms, or null
 };
+
+// The sphere (center, radius) enclosing the bounding spheres of world w's
+// bounded geoms (all but planes): rays that miss it skip those geoms. Exact
+// culling: it never changes an image, only how many geoms a ray tests.
+FLYCUDA_HOST_DEVICE inline void world_bound(const Scene& sc, int64_t w, float* out4) {
+  V3 c = v3(0.f, 0.f, 0.f);
+  int64_t cnt = 0;
+  for (int64_t k = 0; k < sc.ngeom; ++k) {
+    if (sc.geom_param[kParam * k + 10] <= 0.f) continue;
+    const float* xp = sc.xpos + w * sc.xpos_s0 + sc.geom_ids[k] * sc.xpos_s1;
+    c = add(c, v3(xp[0], xp[1], xp[2]));
+    ++cnt;
+  }
+  float r = 0.f;
+  if (cnt > 0) {
+    c = mul(c, 1.f / static_cast<float>(cnt));
+    for (int64_t k = 0; k < sc.ngeom; ++k) {
+      const float rb = sc.geom_param[kParam * k + 10];
+      if (rb <= 0.f) continue;
+      const float* xp = sc.xpos + w * sc.xpos_s0 + sc.geom_ids[k] * sc.xpos_s1;
+      const V3 dc = sub(v3(xp[0], xp[1], xp[2]), c);
+      r = fmaxf(r, sqrtf(dot(dc, dc)) + rb);
+    }
+    r = r * 1.0001f + 1e-6f;  // round outwards
+  }
+  out4[0] = c.x;
+  out4[1] = c.y;
+  out4[2] = c.z;
+  out4[3] = cnt > 0 ? r : -1.f;  // -1: no bounded geoms
+}
+
+// Does the ray (o, d) miss the sphere (c, r)? (d is a unit vector.)
+FLYCUDA_HOST_DEVICE inline bool misses_sphere(V3 o, V3 d, V3 c, float r) {
+  const V3 oc = sub(o, c);
+  const float b = dot(oc, d), cc = dot(oc, oc) - r * r;
+  return cc > 0.f && (b > 0.f || b * b < cc);
+}
 
 struct RayResult {
   int32_t k;  // render-list index of the nearest geom, -1 if none
@@ -251,17 +289,19 @@ FLYCUDA_HOST_DEVICE inline RayResult trace(const Scene& sc, int64_t w, V3 o, V3 
   r.k = -1;
   r.t = tmax;
   r.n = v3(0.f, 0.f, 1.f);
+  bool skip_bounded = false;
+  if (sc.world_bounds) {  // world-level reject of every bounded geom
+    const float* wb = sc.world_bounds + 4 * w;
+    skip_bounded = wb[3] < 0.f || misses_sphere(o, d, v3(wb[0], wb[1], wb[2]), wb[3]);
+  }
   for (int64_t k = 0; k < sc.ngeom; ++k) {
     const int32_t g = sc.geom_ids[k];
     const float* P = sc.geom_param + kParam * k;
+    const float rbound = P[10];
+    if (rbound > 0.f && skip_bounded) continue;
     const float* xp = sc.xpos + w * sc.xpos_s0 + g * sc.xpos_s1;
     const V3 c = v3(xp[0], xp[1], xp[2]);
-    const float rbound = P[10];
-    if (rbound > 0.f) {  // bounding-sphere reject
-      const V3 oc = sub(o, c);
-      const float b = dot(oc, d), cc = dot(oc, oc) - rbound * rbound;
-      if (cc > 0.f && (b > 0.f || b * b < cc)) continue;
-    }
+    if (rbound > 0.f && misses_sphere(o, d, c, rbound)) continue;  // geom bounding sphere
     const float* R = sc.xmat + w * sc.xmat_s0 + g * sc.xmat_s1;
     const V3 ol = matTvec(R, sub(o, c)), dl = matTvec(R, d);
     const Hit h = hit_geom(sc.geom_info[2 * k], ol, dl, v3(P[0], P[1], P[2]), sc.geom_info[2 * k + 1],

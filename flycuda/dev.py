@@ -87,8 +87,8 @@ def build(ops: list[str] | None = None, *, namespace: str = "flycuda_jit", with_
     flags = [f"-DFLYCUDA_NS={namespace}", "-O2"]
     cpp_extension.load(
         name=name or f"{namespace}_{'cuda' if use_cuda else 'cpu'}", sources=sources,
-        extra_include_paths=[CSRC], extra_cflags=flags,
-        extra_cuda_cflags=flags + ["-lineinfo"] if use_cuda else None,
+        extra_include_paths=[CSRC], extra_cflags=flags + ["-fopenmp"], extra_ldflags=["-fopenmp"],
+        extra_cuda_cflags=[f"-DFLYCUDA_NS={namespace}", "-O2", "-lineinfo"] if use_cuda else None,
         build_directory=build_directory, is_python_module=False, verbose=verbose)
     return getattr(torch.ops, namespace)
 

@@ -75,6 +75,7 @@ class TileRenderer:
         self.depth = torch.zeros(S, height, width, device=dev) if depth else None
         self.seg = torch.full((S, height, width), -1, dtype=torch.int32, device=dev) if seg else None
         self.tiles = self.rgb
+        self.world_bounds = torch.empty(W, 4, device=dev)  # culling workspace
 
     def render(self) -> torch.Tensor | None:
         """Renders the selected worlds into the preallocated outputs; returns ``self.rgb``."""
@@ -82,7 +83,8 @@ class TileRenderer:
 
         render_tiles(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
                      fovy=self.fovy, height=self.height, width=self.width, rgb=self.rgb, depth=self.depth,
-                     seg=self.seg, mosaic_cols=self.cols, samples=self.samples, shadows=self.shadows)
+                     seg=self.seg, mosaic_cols=self.cols, samples=self.samples, shadows=self.shadows,
+                     world_bounds=self.world_bounds)
         return self.rgb
 
     def render_mosaic(self) -> torch.Tensor:

@@ -25,6 +25,16 @@ namespace {
 
 constexpr int kThreads = 128;
 
+// One thread per selected world: its culling sphere (render::world_bound).
+__global__ void world_bounds_kernel(render::Scene sc, const int32_t* __restrict__ worlds,  // [S]
+                                    float* __restrict__ world_bounds,                    // [W, 4]
+                                    int64_t S) {
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s >= S) return;
+  const int64_t w = worlds[s];
+  render::world_bound(sc, w, world_bounds + 4 * w);
+}
+
 __global__ void render_tiles_kernel(render::Scene sc, render::Out out,
                                     const int32_t* __restrict__ worlds,  // [S]
                                     const float* __restrict__ cam_pos,   // [W, 3]
@@ -53,11 +63,11 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                        const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
                        const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                        bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                       at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg) {
+                       at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, at::Tensor& world_bounds) {
   // Check shapes, dtypes, devices before touching the device.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, /*check_values=*/false);
+                     width, mosaic_cols, rgb, depth, seg, world_bounds, /*check_values=*/false);
   // Guard the device; check index values unless the stream is being captured.
   const c10::cuda::CUDAGuard guard(geom_xpos.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -66,7 +76,7 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   if (capture == cudaStreamCaptureStatusNone) {
     check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info,
                        geom_param, bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar,
-                       samples, height, width, mosaic_cols, rgb, depth, seg, true);
+                       samples, height, width, mosaic_cols, rgb, depth, seg, world_bounds, true);
   }
   // Scene and outputs.
   render::Scene sc;
@@ -86,6 +96,7 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   sc.lights = lights.data_ptr<float>();
   sc.nlight = lights.size(0);
   sc.headlight = headlight.data_ptr<float>();
+  sc.world_bounds = nullptr;
   render::Out out;
   out.rgb = rgb.numel() ? rgb.data_ptr<uint8_t>() : nullptr;
   out.cols = mosaic_cols;
@@ -95,6 +106,13 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   const int64_t tiles = render::tiles_covered(out, S);
   const int64_t n = tiles * height * width;
   if (n == 0) return;
+  // Culling spheres first (when a workspace is given), then the pixels.
+  if (world_bounds.numel()) {
+    world_bounds_kernel<<<static_cast<unsigned int>(cdiv(S, kThreads)), kThreads, 0, stream>>>(
+        sc, worlds.data_ptr<int32_t>(), world_bounds.data_ptr<float>(), S);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    sc.world_bounds = world_bounds.data_ptr<float>();
+  }
   // Launch the kernel and check the launch.
   const int64_t blocks = cdiv(n, kThreads);
   TORCH_CHECK(blocks <= INT32_MAX, "flycuda.render_tiles: too many pixels (", n, ")");
