@@ -85,27 +85,10 @@ def warp_variant(W, T, steps, device, expanded, act_ids, ctrl, repeats):
     quiet_warp(wp)
     wp.init()
 
-    @wp.kernel
-    def copy_targets(buffer: wp.array3d(dtype=wp.float32), counter: wp.array(dtype=wp.int32),
-                     act: wp.array(dtype=wp.int32), out: wp.array2d(dtype=wp.float32)):
-        w, d = wp.tid()
-        out[w, act[d]] = buffer[w, counter[0], d]
-
-    @wp.kernel
-    def increment(counter: wp.array(dtype=wp.int32), n: int):
-        counter[0] = counter[0] + 1
-        if counter[0] >= n:
-            counter[0] = 0
+    from _warp_pattern import make_step
 
     wdev = "cuda:0" if device.startswith("cuda") else "cpu"
-    buf = wp.from_torch(expanded.contiguous())
-    act = wp.from_torch(act_ids)
-    out = wp.from_torch(ctrl)
-    counter = wp.zeros(1, dtype=wp.int32, device=wdev)
-
-    def step():
-        wp.launch(copy_targets, dim=(W, D), inputs=[buf, counter, act, out], device=wdev)
-        wp.launch(increment, dim=1, inputs=[counter, steps], device=wdev)
+    step = make_step(wp.from_torch(expanded.contiguous()), wp.from_torch(act_ids), wp.from_torch(ctrl), wdev)
 
     step()
     if wdev == "cpu":

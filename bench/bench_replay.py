@@ -97,23 +97,13 @@ def bench_worlds(W, device, steps, K, snippet, repeats):
         sim.step()
 
     # (2) flygym: Warp kernels + device counter over the expanded buffer.
-    @wp.kernel
-    def set_ctrl(buffer: wp.array3d(dtype=wp.float32), cnt: wp.array(dtype=wp.int32),
-                 ids: wp.array(dtype=wp.int32), out_ctrl: wp.array2d(dtype=wp.float32)):
-        w, d = wp.tid()
-        out_ctrl[w, ids[d]] = buffer[w, cnt[0], d]
+    from _warp_pattern import make_step
 
-    @wp.kernel
-    def inc(cnt: wp.array(dtype=wp.int32), n: int):
-        cnt[0] = (cnt[0] + 1) % n
-
-    wcnt = wp.zeros(1, dtype=wp.int32, device=sim.wp_device)
-    wbuf = wp.from_torch(expanded) if expanded is not None else None
-    wids = wp.from_torch(act)
+    flygym_glue = (make_step(wp.from_torch(expanded), wp.from_torch(act), sim.data.ctrl, sim.wp_device)
+                   if expanded is not None else None)
 
     def flygym():
-        wp.launch(set_ctrl, dim=(W, D), inputs=[wbuf, wcnt, wids, sim.data.ctrl], device=sim.wp_device)
-        wp.launch(inc, dim=1, inputs=[wcnt, n_exp], device=sim.wp_device)
+        flygym_glue()
         sim.step()
 
     # (3)/(4) flycuda on the recording itself.

@@ -44,6 +44,7 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
                         const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                         int64_t height, int64_t width, int64_t mosaic_cols, const at::Tensor& rgb,
                         const at::Tensor& depth, const at::Tensor& seg,
-                        const at::Tensor& world_bounds, bool check_values);
+                        const at::Tensor& world_bounds, const at::Tensor& timers,
+                        bool check_values);
 
 }  // namespace flycuda

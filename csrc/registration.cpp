@@ -42,5 +42,5 @@ FLYCUDA_LIBRARY(m) {
       "Tensor worlds, Tensor geom_ids, Tensor geom_info, Tensor geom_param, Tensor bvh_bounds, "
       "Tensor bvh_index, Tensor tris, Tensor lights, Tensor headlight, float fovy, float zfar, "
       "int samples, bool shadows, int height, int width, int mosaic_cols, Tensor(a!) rgb, "
-      "Tensor(b!) depth, Tensor(c!) seg, Tensor(d!) world_bounds) -> ()");
+      "Tensor(b!) depth, Tensor(c!) seg, Tensor(d!) world_bounds, Tensor(e!) timers) -> ()");
 }

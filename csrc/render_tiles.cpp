@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -57,7 +58,8 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
                         const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                         int64_t height, int64_t width, int64_t mosaic_cols, const at::Tensor& rgb,
                         const at::Tensor& depth, const at::Tensor& seg,
-                        const at::Tensor& world_bounds, bool check_values) {
+                        const at::Tensor& world_bounds, const at::Tensor& timers,
+                        bool check_values) {
   constexpr const char* kOpName = "render_tiles";
   // Per-world poses: geom_xpos [W, G, 3], geom_xmat [W, G, 9], cam_pos [W, 3], cam_mat [W, 9].
   check_f32_rows(kOpName, geom_xpos, "geom_xpos", 3, 3);
@@ -89,7 +91,7 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
       {"geom_ids", &geom_ids}, {"geom_info", &geom_info}, {"geom_param", &geom_param},
       {"bvh_bounds", &bvh_bounds}, {"bvh_index", &bvh_index}, {"tris", &tris}, {"lights", &lights},
       {"headlight", &headlight}, {"rgb", &rgb}, {"depth", &depth}, {"seg", &seg},
-      {"world_bounds", &world_bounds}};
+      {"world_bounds", &world_bounds}, {"timers", &timers}};
   for (const auto& [name, t] : others) {
     FLYCUDA_CHECK(t->device() == geom_xpos.device(), "argument '", name, "' must be on ",
                   geom_xpos.device(), " (the device of 'geom_xpos'), got ", t->device());
@@ -111,6 +113,9 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
   check_output(kOpName, depth, "depth", at::kFloat, {S, height, width});
   check_output(kOpName, seg, "seg", at::kInt, {S, height, width});
   check_output(kOpName, world_bounds, "world_bounds", at::kFloat, {W, 4});
+  const int64_t tiles = (rgb.numel() && mosaic_cols > 0) ? cdiv(S, mosaic_cols) * mosaic_cols : S;
+  check_output(kOpName, timers, "timers", at::kLong,
+               {cdiv(tiles * height * width, render::kChunk), render::kTimers});
   if (check_values) {
     check_index_values(kOpName, "worlds", worlds, W, "W = geom_xpos.size(0)", false);
     check_index_values(kOpName, "geom_ids", geom_ids, G, "G = geom_xpos.size(1)", false);
@@ -135,12 +140,69 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
 
 namespace {
 
-render::Scene make_scene(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
-                         const at::Tensor& geom_ids, const at::Tensor& geom_info,
-                         const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
-                         const at::Tensor& bvh_index, const at::Tensor& tris,
-                         const at::Tensor& lights, const at::Tensor& headlight,
-                         at::Tensor& world_bounds) {
+void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
+                      const at::Tensor& cam_pos, const at::Tensor& cam_mat, const at::Tensor& worlds,
+                      const at::Tensor& geom_ids, const at::Tensor& geom_info,
+                      const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
+                      const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
+                      const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
+                      bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
+                      at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, at::Tensor& world_bounds,
+                      at::Tensor& timers) {
+  // Check inputs.
+  check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
+                     bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
+                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers, true);
+  // Scene, outputs, sizes.
+  render::Scene sc = render::make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
+                                        bvh_bounds, bvh_index, tris, lights, headlight);
+  const render::Out out = render::make_out(rgb, depth, seg, mosaic_cols);
+  const int64_t S = worlds.size(0);
+  const int32_t* wsel = worlds.data_ptr<int32_t>();
+  const float* cp = cam_pos.data_ptr<float>();
+  const float* cm = cam_mat.data_ptr<float>();
+  const int64_t cp_s0 = cam_pos.stride(0), cm_s0 = cam_mat.stride(0);
+  const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
+  const int64_t tiles = render::tiles_covered(out, S);
+  // Culling spheres of the selected worlds (when a workspace is given).
+  if (world_bounds.numel()) {
+    float* wb = world_bounds.data_ptr<float>();
+    for (int64_t s = 0; s < S; ++s) render::world_bound(sc, wsel[s], wb + 4 * wsel[s]);
+    sc.world_bounds = wb;
+  }
+  // Run the kernel: chunks of kChunk pixels (as the CUDA blocks), in parallel.
+  const int64_t n = tiles * height * width;
+  int64_t* tim = timers.numel() ? timers.data_ptr<int64_t>() : nullptr;
+  at::parallel_for(0, cdiv(n, render::kChunk), /*grain_size=*/1, [&](int64_t begin, int64_t end) {
+    for (int64_t chunk = begin; chunk < end; ++chunk) {
+      int64_t stage[2] = {0, 0};
+      const int64_t start = tim ? render::now() : 0;
+      for (int64_t idx = chunk * render::kChunk; idx < std::min(n, (chunk + 1) * render::kChunk); ++idx) {
+        const int64_t px = idx % width, py = (idx / width) % height, s = idx / (width * height);
+        if (s >= S) {  // an empty mosaic cell
+          render::clear_pixel(out, s, py, px, height, width);
+          continue;
+        }
+        const int64_t w = wsel[s];
+        render::render_pixel(sc, out, s, w, py, px, height, width, cp + w * cp_s0, cm + w * cm_s0,
+                             tan_half, static_cast<float>(zfar), samples, shadows, tim ? stage : nullptr);
+      }
+      if (tim) {
+        tim[chunk * render::kTimers + 0] = stage[0];
+        tim[chunk * render::kTimers + 1] = stage[1];
+        tim[chunk * render::kTimers + 2] = render::now() - start;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+render::Scene render::make_scene(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
+                                 const at::Tensor& geom_ids, const at::Tensor& geom_info,
+                                 const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
+                                 const at::Tensor& bvh_index, const at::Tensor& tris,
+                                 const at::Tensor& lights, const at::Tensor& headlight) {
   render::Scene sc;
   sc.xpos = geom_xpos.data_ptr<float>();
   sc.xmat = geom_xmat.data_ptr<float>();
@@ -158,62 +220,18 @@ render::Scene make_scene(const at::Tensor& geom_xpos, const at::Tensor& geom_xma
   sc.lights = lights.data_ptr<float>();
   sc.nlight = lights.size(0);
   sc.headlight = headlight.data_ptr<float>();
-  sc.world_bounds = nullptr;  // set once they are computed
-  (void)world_bounds;
+  sc.world_bounds = nullptr;
   return sc;
 }
 
-void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
-                      const at::Tensor& cam_pos, const at::Tensor& cam_mat, const at::Tensor& worlds,
-                      const at::Tensor& geom_ids, const at::Tensor& geom_info,
-                      const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
-                      const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
-                      const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
-                      bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                      at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, at::Tensor& world_bounds) {
-  // Check inputs.
-  check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
-                     bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, world_bounds, true);
-  // Scene, outputs, sizes.
-  render::Scene sc = make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param, bvh_bounds,
-                                bvh_index, tris, lights, headlight, world_bounds);
+render::Out render::make_out(at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, int64_t mosaic_cols) {
   render::Out out;
   out.rgb = rgb.numel() ? rgb.data_ptr<uint8_t>() : nullptr;
   out.cols = mosaic_cols;
   out.depth = depth.numel() ? depth.data_ptr<float>() : nullptr;
   out.seg = seg.numel() ? seg.data_ptr<int32_t>() : nullptr;
-  const int64_t S = worlds.size(0);
-  const int32_t* wsel = worlds.data_ptr<int32_t>();
-  const float* cp = cam_pos.data_ptr<float>();
-  const float* cm = cam_mat.data_ptr<float>();
-  const int64_t cp_s0 = cam_pos.stride(0), cm_s0 = cam_mat.stride(0);
-  const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
-  // Culling spheres of the selected worlds (when a workspace is given).
-  if (world_bounds.numel()) {
-    float* wb = world_bounds.data_ptr<float>();
-    for (int64_t s = 0; s < S; ++s) render::world_bound(sc, wsel[s], wb + 4 * wsel[s]);
-    sc.world_bounds = wb;
-  }
-  // Run the kernel: one task per image row of each selected world.
-  const int64_t tiles = render::tiles_covered(out, S);
-  at::parallel_for(0, tiles * height, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t s = row / height, py = row % height;
-      if (s >= S) {  // an empty mosaic cell
-        for (int64_t px = 0; px < width; ++px) render::clear_pixel(out, s, py, px, height, width);
-        continue;
-      }
-      const int64_t w = wsel[s];
-      for (int64_t px = 0; px < width; ++px) {
-        render::render_pixel(sc, out, s, w, py, px, height, width, cp + w * cp_s0, cm + w * cm_s0,
-                             tan_half, static_cast<float>(zfar), samples, shadows);
-      }
-    }
-  });
+  return out;
 }
-
-}  // namespace
 
 FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("render_tiles", &render_tiles_cpu); }
 

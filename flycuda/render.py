@@ -35,11 +35,12 @@ class TileRenderer:
         mosaic: write RGB straight into one mosaic image (``self.rgb``) instead of tiles.
         samples: n x n rays per pixel; shadows: shadow rays.
         groups: geom groups to show (MuJoCo Warp's default: 0, 1, 2).
+        timers: keep in-kernel stage timers (``self.timers``, see :meth:`stage_times`).
     """
 
     def __init__(self, sim, camera="track", width: int = 64, height: int = 48, worlds=None,
                  rgb: bool = True, depth: bool = False, seg: bool = False, mosaic: bool = False,
-                 samples: int = 1, shadows: bool = False, groups=(0, 1, 2)):
+                 samples: int = 1, shadows: bool = False, groups=(0, 1, 2), timers: bool = False):
         if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
             raise RenderError(f"render size must be positive integers, got {width}x{height}")
         from .scene import pack_scene
@@ -76,6 +77,9 @@ class TileRenderer:
         self.seg = torch.full((S, height, width), -1, dtype=torch.int32, device=dev) if seg else None
         self.tiles = self.rgb
         self.world_bounds = torch.empty(W, 4, device=dev)  # culling workspace
+        tiles_n = (math.ceil(S / self.cols) * self.cols) if (mosaic and rgb) else S
+        chunks = math.ceil(tiles_n * height * width / 128)
+        self.timers = torch.zeros(chunks, 3, dtype=torch.int64, device=dev) if timers else None
 
     def render(self) -> torch.Tensor | None:
         """Renders the selected worlds into the preallocated outputs; returns ``self.rgb``."""
@@ -84,8 +88,18 @@ class TileRenderer:
         render_tiles(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
                      fovy=self.fovy, height=self.height, width=self.width, rgb=self.rgb, depth=self.depth,
                      seg=self.seg, mosaic_cols=self.cols, samples=self.samples, shadows=self.shadows,
-                     world_bounds=self.world_bounds)
+                     world_bounds=self.world_bounds, timers=self.timers)
         return self.rgb
+
+    def stage_times(self) -> dict:
+        """The last render's in-kernel stage timers summed over all chunks: ``trace`` and
+        ``shade`` (summed over pixels), ``chunks`` (summed chunk totals), and ``unit``
+        ("cycles" on CUDA, "ns" on CPU). Needs ``timers=True``."""
+        if self.timers is None:
+            raise RenderError("stage_times needs TileRenderer(..., timers=True)")
+        t = self.timers.sum(0).tolist()
+        return {"trace": t[0], "shade": t[1], "chunks": t[2],
+                "unit": "cycles" if self.timers.is_cuda else "ns"}
 
     def render_mosaic(self) -> torch.Tensor:
         """The mosaic of the selected worlds (rendered straight into it in mosaic mode)."""

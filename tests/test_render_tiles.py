@@ -86,7 +86,9 @@ def _render(sim, cam, W, H, device="cpu", **kw):
         for name in ("geom_xpos", "geom_xmat", "cam_pos", "cam_mat", "worlds"):
             setattr(tr, name, getattr(tr, name).to(device))
         tr.scene = tr.scene.to(device)
-        tr.rgb, tr.depth, tr.seg = (t.to(device) for t in (tr.rgb, tr.depth, tr.seg))
+        tr.rgb, tr.depth, tr.seg = (t.to(device) if t is not None else None for t in (tr.rgb, tr.depth, tr.seg))
+        tr.world_bounds = tr.world_bounds.to(device)
+        tr.timers = tr.timers.to(device) if tr.timers is not None else None
     tr.rgb.fill_(123), tr.depth.fill_(-7.0), tr.seg.fill_(-99)  # poison
     tr.render()
     return tr
@@ -259,8 +261,29 @@ def test_opcheck(prims):
     s = tr.scene
     args = (tr.geom_xpos.contiguous(), tr.geom_xmat.contiguous(), tr.cam_pos.contiguous(), tr.cam_mat.contiguous(),
             tr.worlds, s.geom_ids, s.geom_info, s.geom_param, s.bvh_bounds, s.bvh_index, s.tris, s.lights,
-            s.headlight, 45.0, s.zfar, 1, False, 6, 8, 0, tr.rgb, tr.depth, tr.seg, tr.world_bounds)
+            s.headlight, 45.0, s.zfar, 1, False, 6, 8, 0, tr.rgb, tr.depth, tr.seg, tr.world_bounds,
+            torch.zeros(1, 3, dtype=torch.int64))
     torch.library.opcheck(torch.ops.flycuda.render_tiles.default, args)
+
+
+@pytest.mark.parametrize("device", cpu_and_cuda())
+def test_stage_timers(prims, device):
+    """One row per 128-pixel chunk (a CUDA block), every row written; on CPU the chunk
+    total covers its trace and shade time (they run inside it, one after another)."""
+    from flycuda.render import TileRenderer
+
+    sim, cam = prims
+    tr = TileRenderer(sim, cam, 30, 20, timers=True, mosaic=True)  # 2 worlds -> 2 cells, 1200 px
+    if device != "cpu":
+        tr = _render(sim, cam, 30, 20, device, timers=True)
+    tr.timers.fill_(-1)  # poison
+    tr.render()
+    assert tr.timers.shape == ((tr.rgb.numel() // 3 + 127) // 128, 3)
+    assert (tr.timers >= 0).all() and (tr.timers[:, 2] > 0).all()
+    if device == "cpu":
+        assert (tr.timers[:, 2] >= tr.timers[:, 0] + tr.timers[:, 1]).all()
+    st = tr.stage_times()
+    assert st["trace"] > 0 and st["unit"] == ("ns" if device == "cpu" else "cycles")
 
 
 @pytest.mark.needs_cuda

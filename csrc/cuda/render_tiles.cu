@@ -23,7 +23,7 @@
 namespace flycuda {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = static_cast<int>(render::kChunk);  // one block = one timer chunk
 
 // One thread per selected world: its culling sphere (render::world_bound).
 __global__ void world_bounds_kernel(render::Scene sc, const int32_t* __restrict__ worlds,  // [S]
@@ -41,19 +41,32 @@ __global__ void render_tiles_kernel(render::Scene sc, render::Out out,
                                     const float* __restrict__ cam_mat,   // [W, 9]
                                     int64_t cp_s0, int64_t cm_s0, int64_t S, int64_t H, int64_t Wd,
                                     float tan_half_fovy, float zfar, int64_t samples, bool shadows,
-                                    int64_t tiles) {
+                                    int64_t tiles,
+                                    int64_t* timers) {  // [blocks, 3] or null
+  const int64_t start = timers ? render::now() : 0;
+  int64_t stage[2] = {0, 0};
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= tiles * H * Wd) return;
-  const int64_t px = idx % Wd;
-  const int64_t py = (idx / Wd) % H;
-  const int64_t s = idx / (Wd * H);
-  if (s >= S) {  // an empty mosaic cell
-    render::clear_pixel(out, s, py, px, H, Wd);
-    return;
+  if (idx < tiles * H * Wd) {
+    const int64_t px = idx % Wd;
+    const int64_t py = (idx / Wd) % H;
+    const int64_t s = idx / (Wd * H);
+    if (s >= S) {  // an empty mosaic cell
+      render::clear_pixel(out, s, py, px, H, Wd);
+    } else {
+      const int64_t w = worlds[s];
+      render::render_pixel(sc, out, s, w, py, px, H, Wd, cam_pos + w * cp_s0, cam_mat + w * cm_s0,
+                           tan_half_fovy, zfar, samples, shadows, timers ? stage : nullptr);
+    }
   }
-  const int64_t w = worlds[s];
-  render::render_pixel(sc, out, s, w, py, px, H, Wd, cam_pos + w * cp_s0, cam_mat + w * cm_s0,
-                       tan_half_fovy, zfar, samples, shadows);
+  if (timers) {  // stage cycles summed over the block's threads; total from thread 0
+    int64_t* row = timers + static_cast<int64_t>(blockIdx.x) * render::kTimers;
+    if (threadIdx.x == 0) row[0] = row[1] = 0;
+    __syncthreads();
+    atomicAdd(reinterpret_cast<unsigned long long*>(row), static_cast<unsigned long long>(stage[0]));
+    atomicAdd(reinterpret_cast<unsigned long long*>(row + 1), static_cast<unsigned long long>(stage[1]));
+    __syncthreads();
+    if (threadIdx.x == 0) row[2] = render::now() - start;
+  }
 }
 
 void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
@@ -63,11 +76,12 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                        const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
                        const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                        bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                       at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, at::Tensor& world_bounds) {
+                       at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, at::Tensor& world_bounds,
+                       at::Tensor& timers) {
   // Check shapes, dtypes, devices before touching the device.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, world_bounds, /*check_values=*/false);
+                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers, /*check_values=*/false);
   // Guard the device; check index values unless the stream is being captured.
   const c10::cuda::CUDAGuard guard(geom_xpos.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -76,32 +90,12 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   if (capture == cudaStreamCaptureStatusNone) {
     check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info,
                        geom_param, bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar,
-                       samples, height, width, mosaic_cols, rgb, depth, seg, world_bounds, true);
+                       samples, height, width, mosaic_cols, rgb, depth, seg, world_bounds, timers, true);
   }
   // Scene and outputs.
-  render::Scene sc;
-  sc.xpos = geom_xpos.data_ptr<float>();
-  sc.xmat = geom_xmat.data_ptr<float>();
-  sc.xpos_s0 = geom_xpos.stride(0);
-  sc.xpos_s1 = geom_xpos.stride(1);
-  sc.xmat_s0 = geom_xmat.stride(0);
-  sc.xmat_s1 = geom_xmat.stride(1);
-  sc.geom_ids = geom_ids.data_ptr<int32_t>();
-  sc.geom_info = geom_info.data_ptr<int32_t>();
-  sc.geom_param = geom_param.data_ptr<float>();
-  sc.ngeom = geom_ids.size(0);
-  sc.bounds = bvh_bounds.data_ptr<float>();
-  sc.index = bvh_index.data_ptr<int32_t>();
-  sc.tris = tris.data_ptr<float>();
-  sc.lights = lights.data_ptr<float>();
-  sc.nlight = lights.size(0);
-  sc.headlight = headlight.data_ptr<float>();
-  sc.world_bounds = nullptr;
-  render::Out out;
-  out.rgb = rgb.numel() ? rgb.data_ptr<uint8_t>() : nullptr;
-  out.cols = mosaic_cols;
-  out.depth = depth.numel() ? depth.data_ptr<float>() : nullptr;
-  out.seg = seg.numel() ? seg.data_ptr<int32_t>() : nullptr;
+  render::Scene sc = render::make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
+                                        bvh_bounds, bvh_index, tris, lights, headlight);
+  const render::Out out = render::make_out(rgb, depth, seg, mosaic_cols);
   const int64_t S = worlds.size(0);
   const int64_t tiles = render::tiles_covered(out, S);
   const int64_t n = tiles * height * width;
@@ -120,7 +114,7 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   render_tiles_kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
       sc, out, worlds.data_ptr<int32_t>(), cam_pos.data_ptr<float>(), cam_mat.data_ptr<float>(),
       cam_pos.stride(0), cam_mat.stride(0), S, height, width, tan_half, static_cast<float>(zfar),
-      samples, shadows, tiles);
+      samples, shadows, tiles, timers.numel() ? timers.data_ptr<int64_t>() : nullptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
