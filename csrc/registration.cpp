@@ -41,6 +41,7 @@ FLYCUDA_LIBRARY(m) {
       "render_tiles(Tensor geom_xpos, Tensor geom_xmat, Tensor cam_pos, Tensor cam_mat, "
       "Tensor worlds, Tensor geom_ids, Tensor geom_info, Tensor geom_param, Tensor bvh_bounds, "
       "Tensor bvh_index, Tensor tris, Tensor lights, Tensor headlight, float fovy, float zfar, "
-      "int samples, bool shadows, int height, int width, int mosaic_cols, Tensor(a!) rgb, "
+      "int samples, bool shadows, int height, int width, int mosaic_cols, bool check_indices, "
+      "Tensor(a!) rgb, "
       "Tensor(b!) depth, Tensor(c!) seg, Tensor(d!) world_bounds, Tensor(e!) timers) -> ()");
 }

@@ -147,12 +147,12 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                       const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
                       const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                       bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                      at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, at::Tensor& world_bounds,
-                      at::Tensor& timers) {
+                      bool check_indices, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
+                      at::Tensor& world_bounds, at::Tensor& timers) {
   // Check inputs.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers, true);
+                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers, check_indices);
   // Scene, outputs, sizes.
   render::Scene sc = render::make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
                                         bvh_bounds, bvh_index, tris, lights, headlight);

@@ -80,6 +80,7 @@ class TileRenderer:
         tiles_n = (math.ceil(S / self.cols) * self.cols) if (mosaic and rgb) else S
         chunks = math.ceil(tiles_n * height * width / 128)
         self.timers = torch.zeros(chunks, 3, dtype=torch.int64, device=dev) if timers else None
+        self._validated = False  # the static scene's indices are checked on the first render
 
     def render(self) -> torch.Tensor | None:
         """Renders the selected worlds into the preallocated outputs; returns ``self.rgb``."""
@@ -88,7 +89,8 @@ class TileRenderer:
         render_tiles(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
                      fovy=self.fovy, height=self.height, width=self.width, rgb=self.rgb, depth=self.depth,
                      seg=self.seg, mosaic_cols=self.cols, samples=self.samples, shadows=self.shadows,
-                     world_bounds=self.world_bounds, timers=self.timers)
+                     world_bounds=self.world_bounds, timers=self.timers, check=not self._validated)
+        self._validated = True
         return self.rgb
 
     def stage_times(self) -> dict:

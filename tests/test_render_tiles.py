@@ -261,7 +261,7 @@ def test_opcheck(prims):
     s = tr.scene
     args = (tr.geom_xpos.contiguous(), tr.geom_xmat.contiguous(), tr.cam_pos.contiguous(), tr.cam_mat.contiguous(),
             tr.worlds, s.geom_ids, s.geom_info, s.geom_param, s.bvh_bounds, s.bvh_index, s.tris, s.lights,
-            s.headlight, 45.0, s.zfar, 1, False, 6, 8, 0, tr.rgb, tr.depth, tr.seg, tr.world_bounds,
+            s.headlight, 45.0, s.zfar, 1, False, 6, 8, 0, True, tr.rgb, tr.depth, tr.seg, tr.world_bounds,
             torch.zeros(1, 3, dtype=torch.int64))
     torch.library.opcheck(torch.ops.flycuda.render_tiles.default, args)
 

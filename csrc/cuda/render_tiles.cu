@@ -76,18 +76,19 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                        const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
                        const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                        bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                       at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg, at::Tensor& world_bounds,
-                       at::Tensor& timers) {
+                       bool check_indices, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
+                       at::Tensor& world_bounds, at::Tensor& timers) {
   // Check shapes, dtypes, devices before touching the device.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
                      width, mosaic_cols, rgb, depth, seg, world_bounds, timers, /*check_values=*/false);
-  // Guard the device; check index values unless the stream is being captured.
+  // Guard the device; check index values when asked, unless the stream is being
+  // captured (the check copies them to the host).
   const c10::cuda::CUDAGuard guard(geom_xpos.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (capture == cudaStreamCaptureStatusNone) {
+  if (check_indices && capture == cudaStreamCaptureStatusNone) {
     check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info,
                        geom_param, bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar,
                        samples, height, width, mosaic_cols, rgb, depth, seg, world_bounds, timers, true);
