@@ -32,9 +32,8 @@ void check_record_qpos(const at::Tensor& qpos,     // [W, nq]
                        const at::Tensor& step,     // [1]
                        int64_t every, bool check_values);
 
-// Validates every argument of render_tiles (see registration.cpp). With
-// `check_values`, also the index values (worlds, geom ids, BVH links), which
-// needs device-to-host copies on CUDA; skipped during capture.
+// Validates the shapes, dtypes and devices of every argument of render_tiles
+// (see registration.cpp).
 void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                         const at::Tensor& cam_pos, const at::Tensor& cam_mat,
                         const at::Tensor& worlds, const at::Tensor& geom_ids,
@@ -44,7 +43,13 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
                         const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                         int64_t height, int64_t width, int64_t mosaic_cols, const at::Tensor& rgb,
                         const at::Tensor& depth, const at::Tensor& seg,
-                        const at::Tensor& world_bounds, const at::Tensor& timers,
-                        bool check_values);
+                        const at::Tensor& world_bounds, const at::Tensor& timers);
+
+// Validates render_tiles' index values (worlds, geom ids, mesh roots, BVH links);
+// needs device-to-host copies on CUDA, so the CUDA impl skips it during capture.
+void check_render_tiles_indices(const at::Tensor& geom_xpos, const at::Tensor& worlds,
+                                const at::Tensor& geom_ids, const at::Tensor& geom_info,
+                                const at::Tensor& bvh_bounds, const at::Tensor& bvh_index,
+                                const at::Tensor& tris);
 
 }  // namespace flycuda

@@ -58,8 +58,7 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
                         const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                         int64_t height, int64_t width, int64_t mosaic_cols, const at::Tensor& rgb,
                         const at::Tensor& depth, const at::Tensor& seg,
-                        const at::Tensor& world_bounds, const at::Tensor& timers,
-                        bool check_values) {
+                        const at::Tensor& world_bounds, const at::Tensor& timers) {
   constexpr const char* kOpName = "render_tiles";
   // Per-world poses: geom_xpos [W, G, 3], geom_xmat [W, G, 9], cam_pos [W, 3], cam_mat [W, 9].
   check_f32_rows(kOpName, geom_xpos, "geom_xpos", 3, 3);
@@ -116,25 +115,31 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
   const int64_t tiles = (rgb.numel() && mosaic_cols > 0) ? cdiv(S, mosaic_cols) * mosaic_cols : S;
   check_output(kOpName, timers, "timers", at::kLong,
                {cdiv(tiles * height * width, render::kChunk), render::kTimers});
-  if (check_values) {
-    check_index_values(kOpName, "worlds", worlds, W, "W = geom_xpos.size(0)", false);
-    check_index_values(kOpName, "geom_ids", geom_ids, G, "G = geom_xpos.size(1)", false);
-    const at::Tensor info = geom_info.to(at::kCPU), index = bvh_index.to(at::kCPU);
-    const int64_t N = bvh_bounds.size(0), T = tris.size(0);
-    for (int64_t k = 0; k < Gr; ++k) {
-      const int32_t type = info[k][0].item<int32_t>(), root = info[k][1].item<int32_t>();
-      FLYCUDA_CHECK(root >= -1 && root < N, "argument 'geom_info' row ", k, " has BVH root ", root,
-                    ", expected -1 or [0, ", N, ")");
-      FLYCUDA_CHECK(type != render::kMesh || root >= 0, "argument 'geom_info' row ", k,
-                    " is a mesh without a BVH root");
-    }
-    const int32_t* ix = index.data_ptr<int32_t>();
-    for (int64_t n = 0; n < N; ++n) {
-      const int32_t a = ix[2 * n], c = ix[2 * n + 1];
-      const bool ok = c < 0 ? (a >= 0 && a - c <= T) : (a > n && c > n && a < N && c < N);
-      FLYCUDA_CHECK(ok, "argument 'bvh_index' node ", n, " = (", a, ", ", c,
-                    ") links outside the tree or the ", T, " triangles");
-    }
+}
+
+void check_render_tiles_indices(const at::Tensor& geom_xpos, const at::Tensor& worlds,
+                                const at::Tensor& geom_ids, const at::Tensor& geom_info,
+                                const at::Tensor& bvh_bounds, const at::Tensor& bvh_index,
+                                const at::Tensor& tris) {
+  constexpr const char* kOpName = "render_tiles";
+  check_index_values(kOpName, "worlds", worlds, geom_xpos.size(0), "W = geom_xpos.size(0)", false);
+  check_index_values(kOpName, "geom_ids", geom_ids, geom_xpos.size(1), "G = geom_xpos.size(1)", false);
+  const at::Tensor info = geom_info.to(at::kCPU).contiguous(), index = bvh_index.to(at::kCPU).contiguous();
+  const int64_t N = bvh_bounds.size(0), T = tris.size(0);
+  const int32_t* gi = info.data_ptr<int32_t>();
+  for (int64_t k = 0; k < info.size(0); ++k) {
+    const int32_t type = gi[2 * k], root = gi[2 * k + 1];
+    FLYCUDA_CHECK(root >= -1 && root < N, "argument 'geom_info' row ", k, " has BVH root ", root,
+                  ", expected -1 or [0, ", N, ")");
+    FLYCUDA_CHECK(type != render::kMesh || root >= 0, "argument 'geom_info' row ", k,
+                  " is a mesh without a BVH root");
+  }
+  const int32_t* ix = index.data_ptr<int32_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t a = ix[2 * n], c = ix[2 * n + 1];
+    const bool ok = c < 0 ? (a >= 0 && a - c <= T) : (a > n && c > n && a < N && c < N);
+    FLYCUDA_CHECK(ok, "argument 'bvh_index' node ", n, " = (", a, ", ", c,
+                  ") links outside the tree or the ", T, " triangles");
   }
 }
 
@@ -152,7 +157,10 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   // Check inputs.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers, check_indices);
+                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers);
+  if (check_indices) {
+    check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, bvh_bounds, bvh_index, tris);
+  }
   // Scene, outputs, sizes.
   render::Scene sc = render::make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
                                         bvh_bounds, bvh_index, tris, lights, headlight);

@@ -95,15 +95,13 @@ def merge_results(parts: list, worlds: int):
 
     Timings: the job's wall time is the slowest rank's; JIT likewise; the stage
     split is summed over ranks."""
-    from .replay import SETTLE_SECONDS, ReplayResult
+    from .replay import ReplayResult, tracking_rmse
 
     first = parts[0]
     rec = torch.cat([p.recorded for p in parts], dim=0)
     tgt = torch.cat([p.targets for p in parts], dim=0)
     assert rec.shape[0] == worlds
-    R = rec.shape[1]
-    settle = min(int(-(-SETTLE_SECONDS // (first.timestep * first.record_every))), R - 1)
-    rmse = (rec[:, settle:] - tgt[:, settle:]).pow(2).mean(dim=(0, 1)).sqrt()
+    rmse = tracking_rmse(rec, tgt, first.timestep, first.record_every)
     split: dict = {}
     for p in parts:
         for k, v in p.split_seconds.items():

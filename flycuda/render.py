@@ -75,7 +75,6 @@ class TileRenderer:
             self.rgb = None
         self.depth = torch.zeros(S, height, width, device=dev) if depth else None
         self.seg = torch.full((S, height, width), -1, dtype=torch.int32, device=dev) if seg else None
-        self.tiles = self.rgb
         self.world_bounds = torch.empty(W, 4, device=dev)  # culling workspace
         tiles_n = (math.ceil(S / self.cols) * self.cols) if (mosaic and rgb) else S
         chunks = math.ceil(tiles_n * height * width / 128)

@@ -115,8 +115,13 @@ def _sync(sim: Sim) -> None:
         torch.cuda.synchronize(sim.device)
 
 
-def _stage(name: str, on_cuda: bool):
-    return profiling.stage(name, cuda=on_cuda)
+def tracking_rmse(recorded: torch.Tensor, targets: torch.Tensor, timestep: float,
+                  record_every: int) -> torch.Tensor:
+    """RMSE per DOF ([D]) of recorded vs target angles [W, R, D], over worlds and the
+    samples after the first SETTLE_SECONDS (always at least the last sample)."""
+    R = recorded.shape[1]
+    settle = min(int(math.ceil(SETTLE_SECONDS / (timestep * record_every))), R - 1)
+    return (recorded[:, settle:] - targets[:, settle:]).pow(2).mean(dim=(0, 1)).sqrt()
 
 
 def _resolve_offsets(motion: Motion, worlds: int, snippet, offsets) -> torch.Tensor:
@@ -217,18 +222,18 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
 
     def one_step(timed: bool = False):
         t0 = time.perf_counter()
-        with _stage("flycuda.motion_to_ctrl", on_cuda):
+        with profiling.stage("flycuda.motion_to_ctrl", cuda=on_cuda):
             ops.motion_to_ctrl(buf, step, ctrl, act_ids, offsets=offs_dev, frames_per_step=fps_step,
                                mode=mode, advance=1)
         if timed:
             _sync(sim)
             t1 = time.perf_counter()
-        with _stage("mjw.step", on_cuda):
+        with profiling.stage("mjw.step", cuda=on_cuda):
             sim.step()
         if timed:
             _sync(sim)
             t2 = time.perf_counter()
-        with _stage("flycuda.record_qpos", on_cuda):
+        with profiling.stage("flycuda.record_qpos", cuda=on_cuda):
             ops.record_qpos(qpos, adrs, history, step, every=record_every)
         if timed:
             _sync(sim)
@@ -236,18 +241,15 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
             split["flycuda ops"] += (t1 - t0) + (t3 - t2)
             split["physics"] += t2 - t1
 
-    frames_rendered = 0
     render_seconds = [0.0]
 
     def maybe_render(done: int):
-        nonlocal frames_rendered
         if render_every and done % render_every == 0:
             t0 = time.perf_counter()
-            with _stage("render", on_cuda):
+            with profiling.stage("render", cuda=on_cuda):
                 frame = renderer.render_mosaic()
                 if frame_writer is not None:
                     frame_writer.add(frame)
-            frames_rendered += 1
             _sync(sim)  # render is outside the graph: always measured
             render_seconds[0] += time.perf_counter() - t0
 
@@ -302,7 +304,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
             if cuda_graph is not None and done + steps_per_graph <= min(steps, next_render):
                 import warp as wp
 
-                with _stage("replay.graph_launch", on_cuda):
+                with profiling.stage("replay.graph_launch", cuda=on_cuda):
                     wp.capture_launch(cuda_graph)
                 n = steps_per_graph
             else:
@@ -327,20 +329,18 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
 
     if int(step.item()) != steps:  # the device counter must agree with the host's count
         raise RuntimeError(f"flycuda replay: device step counter {int(step.item())} != {steps} steps run")
-    # Targets at the recorded times, computed by the reference (host, float64).
-    times = torch.arange(R, dtype=torch.int64) * record_every
-    M, T, D = buf.shape
-    tgt = torch.empty(worlds, R, D)
+    # Targets at the recorded times: what motion_to_ctrl wrote, from the reference.
     cpu_buf, cpu_offs = buf.cpu(), offs.cpu()
+    D = cpu_buf.shape[2]
+    tgt = torch.empty(worlds, R, D)
+    dof = torch.arange(D)
     for r in range(R):
-        i0, i1, a = reference.sample_frames(cpu_offs, int(times[r]), fps_step, T, mode)
-        m = torch.arange(worlds) if M == worlds and M > 1 else torch.zeros(worlds, dtype=torch.long)
-        x0, x1 = cpu_buf[m, i0].double(), cpu_buf[m, i1].double()
-        tgt[:, r] = (x0 + a[:, None] * (x1 - x0)).float()
+        target = torch.empty(worlds, D)
+        reference.motion_to_ctrl(cpu_buf, torch.tensor([r * record_every]), target, dof, offsets=cpu_offs,
+                                 frames_per_step=fps_step, mode=mode)
+        tgt[:, r] = target
     rec = history.cpu()
-    settle = int(math.ceil(SETTLE_SECONDS / (sim.timestep * record_every)))
-    keep = slice(min(settle, R - 1), R)
-    rmse = (rec[:, keep] - tgt[:, keep]).pow(2).mean(dim=(0, 1)).sqrt()
+    rmse = tracking_rmse(rec, tgt, sim.timestep, record_every)
 
     if on_cuda:
         free, total = torch.cuda.mem_get_info(dev)

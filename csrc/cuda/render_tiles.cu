@@ -81,7 +81,7 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   // Check shapes, dtypes, devices before touching the device.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers, /*check_values=*/false);
+                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers);
   // Guard the device; check index values when asked, unless the stream is being
   // captured (the check copies them to the host).
   const c10::cuda::CUDAGuard guard(geom_xpos.device());
@@ -89,9 +89,7 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   if (check_indices && capture == cudaStreamCaptureStatusNone) {
-    check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info,
-                       geom_param, bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar,
-                       samples, height, width, mosaic_cols, rgb, depth, seg, world_bounds, timers, true);
+    check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, bvh_bounds, bvh_index, tris);
   }
   // Scene and outputs.
   render::Scene sc = render::make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
