@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# flycuda's one entry point on a fresh machine: sets up .venv (once), builds
-# the extension (incrementally), then runs what you ask:
+# flycuda's one entry point on a fresh machine: sets up a virtual environment
+# (once), builds the extension (incrementally), then runs what you ask:
 #
 #   bash run.sh demo [flycuda replay options]   # the main job: replay demo (no options: outputs in out/demo)
 #   bash run.sh test [pytest options]           # the test suite
 #   bash run.sh gpu-check [--out DIR]           # GPU self-check (needs an NVIDIA GPU)
 #   bash run.sh build                           # set up and build only
 #
-# Environment: FLYCUDA_VENV (default .venv), CUDA_HOME (default: found by
+# Two lanes (each its own venv and requirements file):
+#   flygym  Python >= 3.12 with FlyGym 2.1 and its pins (mujoco/mujoco-warp 3.16):
+#           .venv-flygym, requirements-flygym.txt; the demo replays NeuroMechFly
+#           and FlyGym's Spotlight recording;
+#   latest  the newest mujoco-warp on any Python >= 3.10: .venv, requirements.txt;
+#           the demo replays the built-in hexapod.
+# The lane is flygym when a Python >= 3.12 is found (python3.12, python3.13 on
+# PATH or under pyenv), latest otherwise; FLYCUDA_LANE=flygym|latest picks it.
+#
+# Environment: FLYCUDA_LANE, FLYCUDA_BASE_PYTHON (the interpreter the venv is
+# made from), FLYCUDA_VENV (the venv folder), CUDA_HOME (default: found by
 # flycuda/_buildcfg.py: CUDA_PATH, the toolkit holding nvcc, /usr/local/cuda),
 # FLYCUDA_FORCE_CUDA=1 / FLYCUDA_FORCE_CPU=1 (see setup.py),
 # TORCH_CUDA_ARCH_LIST (default 8.0;8.6;8.9;9.0+PTX when no GPU is visible).
@@ -16,23 +26,55 @@
 # torch is preinstalled); flycuda is then built in place with it.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+py_minor() {  # "3.12" for a working interpreter, nothing otherwise
+  "$1" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null || true
+}
+
+find_py312() {  # a Python >= 3.12 (FlyGym 2.x), preferring 3.12
+  local c v
+  for c in python3.12 python3.13 \
+           $(command -v pyenv >/dev/null 2>&1 && ls -d "$(pyenv root)"/versions/3.1[23]*/bin/python3 2>/dev/null); do
+    v="$(py_minor "$c")"
+    case "$v" in 3.12|3.13) echo "$c"; return 0 ;; esac
+  done
+  return 1
+}
+
 if [ -n "${FLYCUDA_PYTHON:-}" ]; then
   PY="$FLYCUDA_PYTHON"
+  LANE="$("$PY" -c 'import importlib.util as u; print("flygym" if u.find_spec("flygym") else "latest")')"
 else
-  VENV="${FLYCUDA_VENV:-.venv}"
+  LANE="${FLYCUDA_LANE:-}"
+  BASE="${FLYCUDA_BASE_PYTHON:-}"
+  if [ -z "$BASE" ] && [ "$LANE" != "latest" ]; then BASE="$(find_py312 || true)"; fi
+  if [ -z "$LANE" ]; then
+    case "$(py_minor "${BASE:-python3}")" in 3.1[2-9]) LANE=flygym ;; *) LANE=latest ;; esac
+  fi
+  BASE="${BASE:-python3}"
+  case "$LANE" in
+    flygym) VENV="${FLYCUDA_VENV:-.venv-flygym}"; REQS=requirements-flygym.txt
+            case "$(py_minor "$BASE")" in
+              3.1[2-9]) ;;
+              *) echo "run.sh: the flygym lane needs Python >= 3.12 (FlyGym 2.x); found none (set FLYCUDA_BASE_PYTHON, or FLYCUDA_LANE=latest)" >&2; exit 2 ;;
+            esac ;;
+    latest) VENV="${FLYCUDA_VENV:-.venv}"; REQS=requirements.txt ;;
+    *) echo "run.sh: FLYCUDA_LANE must be flygym or latest, got '$LANE'" >&2; exit 2 ;;
+  esac
   PY="$VENV/bin/python"
   if [ ! -x "$PY" ]; then
-    echo "run.sh: creating $VENV" >&2
-    python3 -m venv "$VENV"
+    echo "run.sh: creating $VENV ($LANE lane, Python $(py_minor "$BASE"))" >&2
+    "$BASE" -m venv "$VENV"
   fi
   stamp="$VENV/.flycuda-requirements"
-  if ! cmp -s requirements.txt "$stamp"; then
-    echo "run.sh: installing dependencies (requirements.txt)" >&2
+  if ! cat "$REQS" requirements.txt | cmp -s - "$stamp"; then
+    echo "run.sh: installing dependencies ($REQS)" >&2
     "$PY" -m pip install -q --upgrade pip setuptools wheel
-    "$PY" -m pip install -q -r requirements.txt
-    cp requirements.txt "$stamp"
+    "$PY" -m pip install -q -r "$REQS"
+    cat "$REQS" requirements.txt > "$stamp"
   fi
 fi
+export FLYCUDA_LANE="$LANE"
 export MAX_JOBS="${MAX_JOBS:-$(nproc)}"
 
 # Build: a first `pip install -e` (registers the `flycuda` command), then
@@ -50,7 +92,13 @@ cmd="${1:-demo}"
 shift || true
 case "$cmd" in
   demo)  # no options: the default replay, its video, last frame, plot and recording in out/demo
-    if [ $# -eq 0 ]; then set -- --out out/demo --snippet 0.5 --render-size 160x120; fi
+    if [ $# -eq 0 ]; then
+      if [ "$LANE" = flygym ]; then  # NeuroMechFly replaying FlyGym's Spotlight clip, FlyGym-exact targets
+        set -- --model neuromechfly --motion spotlight --out out/demo --render-size 160x120
+      else
+        set -- --out out/demo --snippet 0.5 --render-size 160x120
+      fi
+    fi
     exec "$PY" -m flycuda replay "$@" ;;
   test) exec "$PY" -m pytest -q tests "$@" ;;
   gpu-check) exec "$PY" -m flycuda gpu-check "$@" ;;

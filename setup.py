@@ -71,8 +71,9 @@ print(
     flush=True,
 )
 
-# What was built, for flycuda.build_info() and the GPU self-check.
-with open(os.path.join(ROOT, "flycuda", "_build_info.json"), "w") as f:
+# What was built, for flycuda.build_info() and the GPU self-check: one file per
+# interpreter (cpython-311, cpython-312, ...), like the extension itself.
+with open(os.path.join(ROOT, "flycuda", cfg.build_info_name()), "w") as f:
     json.dump({"with_cuda": WITH_CUDA, "torch": torch.__version__, "torch_cuda": torch.version.cuda,
                "cuda_home": CUDA_HOME, "archs": os.environ.get("TORCH_CUDA_ARCH_LIST") if WITH_CUDA else None,
                "host_flags": extra_compile_args["cxx"], "nvcc_flags": extra_compile_args.get("nvcc")}, f)

@@ -24,6 +24,15 @@ FrameMode check_motion_to_ctrl(const at::Tensor& motion,                 // [M, 
                                double frames_per_step, c10::string_view mode,
                                int64_t advance, bool check_values);
 
+// The same for spline_to_ctrl (coeffs float64 [M, T, 4, D] instead of motion).
+FrameMode check_spline_to_ctrl(const at::Tensor& coeffs,                 // [M, T, 4, D]
+                               const at::Tensor& step,                   // [1] or [2]
+                               const at::Tensor& ctrl,                   // [W, nu]
+                               const at::Tensor& act_ids,                // [D]
+                               const c10::optional<at::Tensor>& offsets, // [W]
+                               double frames_per_step, c10::string_view mode,
+                               int64_t advance, bool check_values);
+
 void check_advance_step(const at::Tensor& step);  // [1]
 
 void check_record_qpos(const at::Tensor& qpos,     // [W, nq]

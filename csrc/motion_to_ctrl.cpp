@@ -1,8 +1,9 @@
-// flycuda: motion_to_ctrl — argument checks and the CPU impl.
+// flycuda: motion_to_ctrl and spline_to_ctrl — argument checks and the CPU impls.
 //
-// ctrl[w, act_ids[d]] = blend(motion[m, i0, d], motion[m, i1, d], a)  for all w, d
-//   where (i0, i1, a) = sample_frame(offsets[w], step[0], frames_per_step, T, loop)
-//   and m = 0 if M == 1 else w. Then step[0] += advance.
+// motion_to_ctrl: ctrl[w, act_ids[d]] = blend(motion[m, i0, d], motion[m, i1, d], a)
+// spline_to_ctrl: ctrl[w, act_ids[d]] = cubic(coeffs[m, i0, 0..3, d], a)
+//   for all w, d, where (i0, i1, a) = sample_frame(offsets[w], step[0],
+//   frames_per_step, T, loop) and m = 0 if M == 1 else w. Then step[0] += advance.
 #include "checks.h"
 #include "common.h"
 #include "motion_to_ctrl.h"
@@ -15,30 +16,29 @@
 
 namespace flycuda {
 
-FrameMode check_motion_to_ctrl(const at::Tensor& motion, const at::Tensor& step,
-                               const at::Tensor& ctrl, const at::Tensor& act_ids,
-                               const c10::optional<at::Tensor>& offsets_opt,
-                               double frames_per_step, c10::string_view mode,
-                               int64_t advance, bool check_values) {
-  constexpr const char* kOpName = "motion_to_ctrl";
-  // ctrl: [W, nu] float32, any strides (a view of MuJoCo Warp's Data.ctrl).
+namespace {
+
+// ctrl: [W, nu] float32, any strides (a view of MuJoCo Warp's Data.ctrl).
+void check_ctrl(const char* kOpName, const at::Tensor& ctrl) {
   CHECK_DTYPE(ctrl, at::kFloat);
   CHECK_DIM(ctrl, 2);
   CHECK_NO_OVERLAP(ctrl);
-  const int64_t W = ctrl.size(0);
-  const int64_t nu = ctrl.size(1);
-  // motion: [M, T, D] float32, contiguous, M == 1 or M == W.
-  CHECK_SAME_DEVICE(motion, ctrl);
-  CHECK_DTYPE(motion, at::kFloat);
-  CHECK_DIM(motion, 3);
-  CHECK_CONTIGUOUS(motion);
-  FLYCUDA_CHECK(motion.size(0) == 1 || motion.size(0) == W,
-                "argument 'motion' must have size 1 or W = ctrl.size(0) = ", W,
-                " in dim 0, got shape ", motion.sizes());
-  FLYCUDA_CHECK(motion.size(1) >= 1,
-                "argument 'motion' must hold at least one frame (dim 1), got shape ",
-                motion.sizes());
-  const int64_t D = motion.size(2);
+}
+
+// The recording's leading dims: M == 1 or M == W, T >= 1.
+void check_recording(const char* kOpName, const char* name, const at::Tensor& rec, int64_t W) {
+  FLYCUDA_CHECK(rec.size(0) == 1 || rec.size(0) == W, "argument '", name,
+                "' must have size 1 or W = ctrl.size(0) = ", W, " in dim 0, got shape ",
+                rec.sizes());
+  FLYCUDA_CHECK(rec.size(1) >= 1, "argument '", name,
+                "' must hold at least one frame (dim 1), got shape ", rec.sizes());
+}
+
+// Every argument but the recording, the same for both ops.
+FrameMode check_the_rest(const char* kOpName, int64_t D, const at::Tensor& step,
+                         const at::Tensor& ctrl, const at::Tensor& act_ids,
+                         const c10::optional<at::Tensor>& offsets_opt, double frames_per_step,
+                         c10::string_view mode, int64_t advance, bool check_values) {
   // act_ids: [D] int32/int64.
   CHECK_SAME_DEVICE(act_ids, ctrl);
   CHECK_INDEX_DTYPE(act_ids);
@@ -56,89 +56,142 @@ FrameMode check_motion_to_ctrl(const at::Tensor& motion, const at::Tensor& step,
                   "argument 'offsets' must have dtype Float or Double, got ",
                   offsets.scalar_type());
     CHECK_DIM(offsets, 1);
-    CHECK_SIZE(offsets, 0, W);
+    CHECK_SIZE(offsets, 0, ctrl.size(0));
     CHECK_CONTIGUOUS(offsets);
-  }
-  CHECK_NOT_ALIASED(ctrl, motion);
-  CHECK_NOT_ALIASED(ctrl, act_ids);
-  CHECK_NOT_ALIASED(ctrl, step);
-  CHECK_NOT_ALIASED(motion, step);
-  if (offsets_opt.has_value()) {
-    const at::Tensor& offsets = *offsets_opt;
     CHECK_NOT_ALIASED(ctrl, offsets);
   }
+  CHECK_NOT_ALIASED(ctrl, act_ids);
+  CHECK_NOT_ALIASED(ctrl, step);
   FLYCUDA_CHECK_VALUE(std::isfinite(frames_per_step),
                       "argument 'frames_per_step' must be finite, got ", frames_per_step);
   FLYCUDA_CHECK_VALUE(mode == "clamp" || mode == "loop",
                       "argument 'mode' must be 'clamp' or 'loop', got '", mode, "'");
   FLYCUDA_CHECK_VALUE(advance >= 0, "argument 'advance' must be >= 0, got ", advance);
   if (check_values) {
-    check_index_values(kOpName, "act_ids", act_ids, nu, "nu = ctrl.size(1)", true);
+    check_index_values(kOpName, "act_ids", act_ids, ctrl.size(1), "nu = ctrl.size(1)", true);
   }
   return mode == "loop" ? FrameMode::Loop : FrameMode::Clamp;
 }
 
+}  // namespace
+
+FrameMode check_motion_to_ctrl(const at::Tensor& motion, const at::Tensor& step,
+                               const at::Tensor& ctrl, const at::Tensor& act_ids,
+                               const c10::optional<at::Tensor>& offsets,
+                               double frames_per_step, c10::string_view mode,
+                               int64_t advance, bool check_values) {
+  constexpr const char* kOpName = "motion_to_ctrl";
+  check_ctrl(kOpName, ctrl);
+  // motion: [M, T, D] float32, contiguous, M == 1 or M == W.
+  CHECK_SAME_DEVICE(motion, ctrl);
+  CHECK_DTYPE(motion, at::kFloat);
+  CHECK_DIM(motion, 3);
+  CHECK_CONTIGUOUS(motion);
+  check_recording(kOpName, "motion", motion, ctrl.size(0));
+  CHECK_NOT_ALIASED(ctrl, motion);
+  CHECK_NOT_ALIASED(motion, step);
+  return check_the_rest(kOpName, motion.size(2), step, ctrl, act_ids, offsets, frames_per_step,
+                        mode, advance, check_values);
+}
+
+FrameMode check_spline_to_ctrl(const at::Tensor& coeffs, const at::Tensor& step,
+                               const at::Tensor& ctrl, const at::Tensor& act_ids,
+                               const c10::optional<at::Tensor>& offsets,
+                               double frames_per_step, c10::string_view mode,
+                               int64_t advance, bool check_values) {
+  constexpr const char* kOpName = "spline_to_ctrl";
+  check_ctrl(kOpName, ctrl);
+  // coeffs: [M, T, 4, D] float64, contiguous (flycuda.spline_coeffs).
+  CHECK_SAME_DEVICE(coeffs, ctrl);
+  CHECK_DTYPE(coeffs, at::kDouble);
+  CHECK_DIM(coeffs, 4);
+  CHECK_SIZE(coeffs, 2, 4);
+  CHECK_CONTIGUOUS(coeffs);
+  check_recording(kOpName, "coeffs", coeffs, ctrl.size(0));
+  CHECK_NOT_ALIASED(ctrl, coeffs);
+  CHECK_NOT_ALIASED(coeffs, step);
+  return check_the_rest(kOpName, coeffs.size(3), step, ctrl, act_ids, offsets, frames_per_step,
+                        mode, advance, check_values);
+}
+
 namespace {
 
-template <typename index_t, typename offset_t>
-void motion_to_ctrl_cpu_kernel(const float* motion,      // [M, T, D]
+template <typename Frames, typename index_t, typename offset_t>
+void motion_to_ctrl_cpu_kernel(const Frames frames,      // [M, T, (4,) D]
                                int64_t step,             // step[0]
                                float* ctrl,              // [W, nu] strided
                                const index_t* act_ids,   // [D]
                                const offset_t* offsets,  // [W] or nullptr
-                               int64_t W, int64_t M, int64_t T, int64_t D, int64_t nu,
+                               int64_t W, int64_t D, int64_t nu,
                                int64_t ctrl_s0, int64_t ctrl_s1,
                                double frames_per_step, bool loop) {
   at::parallel_for(0, W, /*grain_size=*/64, [&](int64_t begin, int64_t end) {
     for (int64_t w = begin; w < end; ++w) {
       const double offset = offsets ? static_cast<double>(offsets[w]) : 0.0;
-      const FrameSample s = sample_frame(offset, step, frames_per_step, T, loop);
-      const float* rec = motion + (M == 1 ? 0 : w) * T * D;
-      const float* row0 = rec + s.i0 * D;
-      const float* row1 = rec + s.i1 * D;
+      const FrameSample s = sample_frame(offset, step, frames_per_step, frames.T, loop);
       for (int64_t d = 0; d < D; ++d) {
         const int64_t c = static_cast<int64_t>(act_ids[d]);
-        if (c >= 0 && c < nu) ctrl[w * ctrl_s0 + c * ctrl_s1] = blend(row0[d], row1[d], s.a);
+        if (c >= 0 && c < nu) ctrl[w * ctrl_s0 + c * ctrl_s1] = frames.at(w, s, d);
       }
     }
   });
 }
 
-void motion_to_ctrl_cpu(const at::Tensor& motion,   // [M, T, D]
-                        at::Tensor& step,           // [1]
-                        at::Tensor& ctrl,           // [W, nu]
-                        const at::Tensor& act_ids,  // [D]
-                        const c10::optional<at::Tensor>& offsets,  // [W]
-                        double frames_per_step, c10::string_view mode,
-                        int64_t advance) {
-  // Check inputs (all of them, before anything is written). The CPU has no
-  // ticket to take: a [2] counter's step[1] is left as it is.
-  const FrameMode fm = check_motion_to_ctrl(motion, step, ctrl, act_ids, offsets,
-                                            frames_per_step, mode, advance, true);
-  // Extract sizes.
-  const int64_t W = ctrl.size(0), M = motion.size(0), T = motion.size(1),
-                D = motion.size(2);
+// Runs the kernel for either op (inputs already checked), then advances the
+// counter after every world has read it. The CPU has no ticket to take: a [2]
+// counter's step[1] is left as it is.
+template <typename Frames>
+void run_cpu(const Frames frames, at::Tensor& step, at::Tensor& ctrl, const at::Tensor& act_ids,
+             const c10::optional<at::Tensor>& offsets, double frames_per_step, FrameMode fm,
+             int64_t advance) {
+  const int64_t W = ctrl.size(0), D = frames.D;
   int64_t* counter = step.data_ptr<int64_t>();
-  // Run the kernel.
   if (W > 0 && D > 0) {
     const at::ScalarType offset_type =
         offsets.has_value() ? offsets->scalar_type() : at::kFloat;
     AT_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "motion_to_ctrl_cpu", [&] {
       AT_DISPATCH_FLOATING_TYPES(offset_type, "motion_to_ctrl_cpu", [&] {
-        motion_to_ctrl_cpu_kernel<index_t, scalar_t>(
-            motion.data_ptr<float>(), counter[0], ctrl.data_ptr<float>(),
-            act_ids.data_ptr<index_t>(),
-            offsets.has_value() ? offsets->data_ptr<scalar_t>() : nullptr, W, M, T, D,
+        motion_to_ctrl_cpu_kernel<Frames, index_t, scalar_t>(
+            frames, counter[0], ctrl.data_ptr<float>(), act_ids.data_ptr<index_t>(),
+            offsets.has_value() ? offsets->data_ptr<scalar_t>() : nullptr, W, D,
             ctrl.size(1), ctrl.stride(0), ctrl.stride(1), frames_per_step, fm == FrameMode::Loop);
       });
     });
   }
-  // Advance the counter after every world has read it.
   counter[0] += advance;
+}
+
+void motion_to_ctrl_cpu(const at::Tensor& motion,   // [M, T, D]
+                        at::Tensor& step,           // [1] or [2]
+                        at::Tensor& ctrl,           // [W, nu]
+                        const at::Tensor& act_ids,  // [D]
+                        const c10::optional<at::Tensor>& offsets,  // [W]
+                        double frames_per_step, c10::string_view mode,
+                        int64_t advance) {
+  const FrameMode fm = check_motion_to_ctrl(motion, step, ctrl, act_ids, offsets,
+                                            frames_per_step, mode, advance, true);
+  const LinearFrames frames{motion.data_ptr<float>(), motion.size(0), motion.size(1), motion.size(2)};
+  run_cpu(frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
+}
+
+void spline_to_ctrl_cpu(const at::Tensor& coeffs,   // [M, T, 4, D]
+                        at::Tensor& step,           // [1] or [2]
+                        at::Tensor& ctrl,           // [W, nu]
+                        const at::Tensor& act_ids,  // [D]
+                        const c10::optional<at::Tensor>& offsets,  // [W]
+                        double frames_per_step, c10::string_view mode,
+                        int64_t advance) {
+  const FrameMode fm = check_spline_to_ctrl(coeffs, step, ctrl, act_ids, offsets,
+                                            frames_per_step, mode, advance, true);
+  const SplineFrames frames{coeffs.data_ptr<double>(), coeffs.size(0), coeffs.size(1), coeffs.size(3)};
+  run_cpu(frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
 }
 
 }  // namespace
 
-FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("motion_to_ctrl", &motion_to_ctrl_cpu); }
+FLYCUDA_LIBRARY_IMPL(CPU, m) {
+  m.impl("motion_to_ctrl", &motion_to_ctrl_cpu);
+  m.impl("spline_to_ctrl", &spline_to_ctrl_cpu);
+}
 
 }  // namespace flycuda

@@ -1,5 +1,5 @@
 // flycuda: frame sampling math shared, line for line, by the CPU and CUDA
-// impls of motion_to_ctrl (and mirrored by flycuda/reference).
+// impls of motion_to_ctrl and spline_to_ctrl (and mirrored by flycuda/reference).
 //
 // Device code uses the _rn intrinsics so that nvcc cannot contract a*b+c into
 // an FMA; host code is built with -ffp-contract=off for the same reason: the
@@ -63,5 +63,36 @@ FLYCUDA_HOST_DEVICE inline float blend(float x0, float x1, double a) {
   return static_cast<float>(
       FLYCUDA_DADD(d0, FLYCUDA_DMUL(a, FLYCUDA_DSUB(static_cast<double>(x1), d0))));
 }
+
+// Cubic piece c0 + a (c1 + a (c2 + a c3)) in float64 (Horner), rounded once to
+// float32. a == 0 is an exact copy of c0 (the recorded frame).
+FLYCUDA_HOST_DEVICE inline float cubic(double c0, double c1, double c2, double c3, double a) {
+  if (a == 0.0) return static_cast<float>(c0);
+  const double v = FLYCUDA_DADD(c2, FLYCUDA_DMUL(a, c3));
+  const double w = FLYCUDA_DADD(c1, FLYCUDA_DMUL(a, v));
+  return static_cast<float>(FLYCUDA_DADD(c0, FLYCUDA_DMUL(a, w)));
+}
+
+// What a world's target is made from, the one difference between the two ops.
+// motion_to_ctrl: recorded frames, float32 [M, T, D], blended linearly.
+struct LinearFrames {
+  const float* motion;
+  int64_t M, T, D;
+  FLYCUDA_HOST_DEVICE float at(int64_t w, const FrameSample& s, int64_t d) const {
+    const float* rec = motion + (M == 1 ? 0 : w) * T * D;
+    return blend(rec[s.i0 * D + d], rec[s.i1 * D + d], s.a);
+  }
+};
+
+// spline_to_ctrl: per-frame cubic pieces, float64 [M, T, 4, D] (flycuda/spline.py);
+// piece i0 evaluated at a (piece T-1 is the loop's wrap piece).
+struct SplineFrames {
+  const double* coeffs;
+  int64_t M, T, D;
+  FLYCUDA_HOST_DEVICE float at(int64_t w, const FrameSample& s, int64_t d) const {
+    const double* c = coeffs + (((M == 1 ? 0 : w) * T + s.i0) * 4) * D + d;
+    return cubic(c[0], c[D], c[2 * D], c[3 * D], s.a);
+  }
+};
 
 }  // namespace flycuda

@@ -29,6 +29,12 @@ FLYCUDA_LIBRARY(m) {
       "motion_to_ctrl(Tensor motion, Tensor(a!) step, Tensor(b!) ctrl, "
       "Tensor act_ids, Tensor? offsets, float frames_per_step, str frame_mode, "
       "int advance) -> ()");
+  // The same with FlyGym's cubic resampling: coeffs float64 [M, T, 4, D] holds
+  // each frame's cubic piece (flycuda.spline_coeffs), evaluated at f(w).
+  m.def(
+      "spline_to_ctrl(Tensor coeffs, Tensor(a!) step, Tensor(b!) ctrl, "
+      "Tensor act_ids, Tensor? offsets, float frames_per_step, str frame_mode, "
+      "int advance) -> ()");
   // step[0] += n, on the device.
   m.def("advance_step(Tensor(a!) step, int n) -> ()");
   // history[w, step // every, d] = qpos[w, adrs[d]] when step % every == 0.

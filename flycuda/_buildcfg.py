@@ -58,3 +58,12 @@ def with_newest_ptx(archs: str) -> str:
     newest = max(range(len(entries)), key=lambda i: key(entries[i]))
     entries[newest] += "+PTX"
     return ";".join(entries)
+
+
+def build_info_name() -> str:
+    """File name of the build record setup.py writes next to the extension, one per
+    interpreter (e.g. ``_build_info.cpython-312.json``), so lanes on different
+    Pythons can share a checkout."""
+    import sys
+
+    return f"_build_info.{sys.implementation.cache_tag}.json"

@@ -13,7 +13,7 @@ except ImportError as e:  # pragma: no cover - exercised only on broken installs
             e, torch.__version__)
     ) from e
 
-OPS = ("motion_to_ctrl", "advance_step", "record_qpos", "render_tiles")
+OPS = ("motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "render_tiles")
 
 
 def build_info() -> dict:
@@ -21,7 +21,9 @@ def build_info() -> dict:
     import json
     import os
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_info.json")
+    from ._buildcfg import build_info_name
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), build_info_name())
     try:
         with open(path) as f:
             return json.load(f)

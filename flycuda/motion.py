@@ -5,7 +5,8 @@ A :class:`Motion` holds joint angles ``angles`` float32 [T, D] (one recording) o
 and the DOF names. It becomes the ``motion`` argument of
 :func:`flycuda.motion_to_ctrl`, which samples it at the simulation rate on the
 device (``frames_per_step = fps * timestep``): the recording never has to be
-expanded to [W, steps, D].
+expanded to [W, steps, D]. :meth:`Motion.spline` gives the cubic pieces that
+:func:`flycuda.spline_to_ctrl` evaluates instead (FlyGym's cubic resampling).
 """
 
 from __future__ import annotations
@@ -28,11 +29,17 @@ class MotionError(ValueError):
 
 @dataclass
 class Motion:
-    """Joint angles ``angles`` [T, D] or [M, T, D] at ``fps`` frames/s, named ``dof_names``."""
+    """Joint angles ``angles`` [T, D] or [M, T, D] at ``fps`` frames/s, named ``dof_names``.
+
+    ``angles64`` (optional, same shape, float64) keeps the frames at full precision
+    for :meth:`spline` (FlyGym splines its float64 angles); without it the spline
+    is made from ``angles``.
+    """
 
     angles: torch.Tensor
     fps: float
     dof_names: tuple[str, ...]
+    angles64: torch.Tensor | None = None
 
     def __post_init__(self):
         a = torch.as_tensor(self.angles, dtype=torch.float32)
@@ -47,6 +54,13 @@ class Motion:
             raise MotionError(f"motion has {a.shape[-1]} DOFs but {len(self.dof_names)} dof_names")
         if len(set(self.dof_names)) != len(self.dof_names):
             raise MotionError("motion dof_names repeat a name")
+        if self.angles64 is not None:
+            a64 = torch.as_tensor(self.angles64, dtype=torch.float64).contiguous()
+            if a64.shape != a.shape:
+                raise MotionError(f"motion angles64 must have the shape of angles {tuple(a.shape)}, "
+                                  f"got {tuple(a64.shape)}")
+            self.angles64 = a64
+        self._spline = None
 
     @property
     def num_frames(self) -> int:
@@ -60,6 +74,15 @@ class Motion:
     def as_buffer(self) -> torch.Tensor:
         """float32 [M, T, D] contiguous, as motion_to_ctrl takes it."""
         return self.angles if self.angles.dim() == 3 else self.angles.unsqueeze(0)
+
+    def spline(self) -> torch.Tensor:
+        """float64 [M, T, 4, D] cubic pieces (not-a-knot, as FlyGym's resampling), as
+        :func:`flycuda.spline_to_ctrl` takes them; computed once (CPU tensor)."""
+        if self._spline is None:
+            from .spline import spline_coeffs
+
+            self._spline = spline_coeffs(self.angles64 if self.angles64 is not None else self.angles)
+        return self._spline
 
 
 def load_motion(path: str) -> Motion:

@@ -15,7 +15,8 @@ import torch
 
 from . import _ext  # noqa: F401  (loads flycuda._C before the fakes below)
 
-__all__ = ["motion_to_ctrl", "advance_step", "record_qpos", "new_step_counter", "render_tiles"]
+__all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "new_step_counter",
+           "render_tiles"]
 
 MODES = ("clamp", "loop")
 
@@ -70,6 +71,41 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
     if mode not in MODES:
         raise ValueError(f"flycuda.motion_to_ctrl: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
     torch.ops.flycuda.motion_to_ctrl.default(motion, step, ctrl, act_ids, offsets,
+                                             float(frames_per_step), mode, int(advance))
+
+
+def spline_to_ctrl(coeffs: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
+                   act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
+                   frames_per_step: float = 1.0, mode: str = "clamp",
+                   advance: int = 0) -> None:
+    """:func:`motion_to_ctrl` with cubic instead of linear interpolation between frames:
+    FlyGym's resampling (scipy ``interp1d(kind="cubic")``, a not-a-knot spline) done on
+    the device at the simulation rate, from O(T x D) memory.
+
+    For every world w and DOF d, with ``f = offsets[w] + step[0] * frames_per_step``
+    mapped into [0, T) exactly as in :func:`motion_to_ctrl` (clamp or loop; NaN reads
+    frame 0), ``i = floor(f)`` and ``a = f - i``::
+
+        ctrl[w, act_ids[d]] = c0 + a * (c1 + a * (c2 + a * c3)),  (c0..c3) = coeffs[m, i, :, d]
+
+    in float64, rounded once to float32; ``a == 0`` gives ``c0`` (the recorded frame)
+    exactly. ``m = 0`` if M == 1 else ``w``. Piece T-1 is the loop's wrap piece (frame
+    T-1 back to frame 0); in clamp mode it is read only at ``a == 0``.
+
+    Args:
+        coeffs: float64 [M, T, 4, D], contiguous: :func:`flycuda.spline_coeffs` of the
+            recording(s) (``Motion.spline()``); M == 1 (shared) or M == W.
+        step, ctrl, act_ids, offsets, frames_per_step, mode, advance: as in
+            :func:`motion_to_ctrl` (same checks, same fused advance).
+
+    Raises:
+        RuntimeError: wrong dtype, rank, shape, device, contiguity, or act_ids out of
+            range/duplicated; ``ctrl`` and ``step`` are left untouched.
+        ValueError: bad ``mode``, non-finite ``frames_per_step``, ``advance < 0``.
+    """
+    if mode not in MODES:
+        raise ValueError(f"flycuda.spline_to_ctrl: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
+    torch.ops.flycuda.spline_to_ctrl.default(coeffs, step, ctrl, act_ids, offsets,
                                              float(frames_per_step), mode, int(advance))
 
 
@@ -205,6 +241,19 @@ def _motion_to_ctrl_fake(motion, step, ctrl, act_ids, offsets, frames_per_step, 
     _check_same_device("motion_to_ctrl", "ctrl", ctrl, motion=motion, step=step,
                        act_ids=act_ids, offsets=offsets)
     _check_counter("motion_to_ctrl", step)
+    return None
+
+
+@torch.library.register_fake("flycuda::spline_to_ctrl")
+def _spline_to_ctrl_fake(coeffs, step, ctrl, act_ids, offsets, frames_per_step, mode, advance):
+    torch._check(ctrl.dim() == 2 and ctrl.dtype == torch.float32,
+                 lambda: f"flycuda.spline_to_ctrl: argument 'ctrl' must be float32 [W, nu], got {ctrl.dtype} {tuple(ctrl.shape)}")
+    torch._check(coeffs.dim() == 4 and coeffs.dtype == torch.float64 and coeffs.shape[2] == 4,
+                 lambda: f"flycuda.spline_to_ctrl: argument 'coeffs' must be float64 [M, T, 4, D], got {coeffs.dtype} {tuple(coeffs.shape)}")
+    torch._check(act_ids.dim() == 1 and act_ids.shape[0] == coeffs.shape[3],
+                 lambda: f"flycuda.spline_to_ctrl: argument 'act_ids' must have shape [D] = [{coeffs.shape[3]}], got {tuple(act_ids.shape)}")
+    _check_same_device("spline_to_ctrl", "ctrl", ctrl, coeffs=coeffs, step=step, act_ids=act_ids, offsets=offsets)
+    _check_counter("spline_to_ctrl", step)
     return None
 
 

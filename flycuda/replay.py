@@ -5,7 +5,8 @@ One simulation step is ``[motion_to_ctrl(advance=1), mjw.step, record_qpos]``:
 * ``motion_to_ctrl`` samples each world's targets from the recording at the
   device-side counter s (frame ``offsets[w] + s * fps * timestep``), writes them
   into ``ctrl`` (a zero-copy view of ``Data.ctrl``) and advances the counter to
-  s + 1, all in one launch;
+  s + 1, all in one launch (``interp="cubic"``: ``spline_to_ctrl``, FlyGym's
+  cubic resampling evaluated on the device);
 * ``mjw.step`` advances the physics to time ``(s + 1) * timestep``;
 * ``record_qpos`` stores the driven joint angles of that state in history row
   ``(s + 1) // record_every`` (row 0 is the initial state).
@@ -66,7 +67,8 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
            graph: bool = True, steps_per_graph: int = 1, record_every: int = 1,
            render_every: int = 0, renderer=None, frame_writer=None, profile: str | None = None,
            progress: bool = True, sim: Sim | None = None, nconmax: int | None = None,
-           njmax: int | None = None) -> ReplayResult:
+           njmax: int | None = None, interp: str = "linear", act_ids: torch.Tensor | None = None,
+           keep_state: bool = False) -> ReplayResult:
     """Replays ``motion`` in ``worlds`` MuJoCo Warp worlds of ``model``.
 
     Args:
@@ -88,12 +90,18 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         profile: path of a torch.profiler Chrome/Perfetto trace to write.
         progress: show a tqdm progress bar.
         sim: an existing :class:`Sim` (e.g. wrapping a FlyGym mjw pair) instead of model.
+        interp: "linear" (motion_to_ctrl) or "cubic" (spline_to_ctrl: the not-a-knot
+            spline FlyGym resamples recordings with, from ``motion.angles64`` if set).
+        act_ids: actuator per motion DOF (int [D]); default: matched by
+            ``motion.dof_names`` (see :meth:`Sim.actuator_ids`).
+        keep_state: start from the worlds' current state (e.g. after FlyGym's
+            warm-up) instead of putting the driven joints at their first targets.
 
     Returns:
         a :class:`ReplayResult` (its ``report()`` is what the CLI prints).
     """
     t_start = time.perf_counter()
-    _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode)
+    _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp)
     motion = motion if motion is not None else tripod_gait()
     duration = _check_duration(motion, duration, snippet)
     offs = _resolve_offsets(motion, worlds, snippet, offsets)
@@ -105,8 +113,8 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
     elif sim.nworld != worlds:
         raise ReplayError(f"sim has {sim.nworld} worlds but worlds={worlds}")
 
-    run = _Run.setup(sim, motion, offs, duration, mode, record_every)
-    run.initial_state()
+    run = _Run.setup(sim, motion, offs, duration, mode, record_every, interp, act_ids)
+    run.initial_state(keep_state)
     renders = _Renders(run, renderer, frame_writer, render_every)
     renders.first()
     bar = _progress_bar(progress, run.steps, worlds)
@@ -126,7 +134,10 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
 
 # --- set-up ------------------------------------------------------------------------
 
-def _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode) -> None:
+INTERPS = ("linear", "cubic")
+
+
+def _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp) -> None:
     if isinstance(worlds, bool) or not isinstance(worlds, int) or worlds <= 0:
         raise ReplayError(f"worlds must be a positive integer, got {worlds!r}")
     for name, v in (("steps_per_graph", steps_per_graph), ("record_every", record_every)):
@@ -138,6 +149,8 @@ def _check_settings(worlds, steps_per_graph, record_every, render_every, rendere
         raise ReplayError("render_every > 0 needs a renderer")
     if mode not in ops.MODES:
         raise ReplayError(f"mode must be 'clamp' or 'loop', got {mode!r}")
+    if interp not in INTERPS:
+        raise ReplayError(f"interp must be 'linear' or 'cubic', got {interp!r}")
 
 
 def _check_duration(motion: Motion, duration, snippet) -> float:
@@ -158,9 +171,10 @@ class _Run:
     mode: str
     record_every: int
     steps: int
+    interp: str                # "linear" or "cubic"
     act_ids: torch.Tensor      # [D] actuator per DOF
     adrs: torch.Tensor         # [D] qpos address per DOF
-    buf: torch.Tensor          # [M, T, D] the recording on the device
+    buf: torch.Tensor          # the recording on the device: [M, T, D] or cubic pieces [M, T, 4, D]
     offs_dev: torch.Tensor
     fps_step: float            # recording frames per simulation step
     history: torch.Tensor      # [W, R, D] recorded angles
@@ -169,13 +183,20 @@ class _Run:
     split: dict = field(default_factory=lambda: {"physics": 0.0, "flycuda ops": 0.0})
 
     @classmethod
-    def setup(cls, sim: Sim, motion: Motion, offs, duration: float, mode: str, record_every: int) -> "_Run":
+    def setup(cls, sim: Sim, motion: Motion, offs, duration: float, mode: str, record_every: int,
+              interp: str = "linear", act_ids: torch.Tensor | None = None) -> "_Run":
         dev = sim.device
-        act_ids = sim.actuator_ids(motion.dof_names)
+        if act_ids is None:
+            act_ids = sim.actuator_ids(motion.dof_names)
+        elif tuple(act_ids.shape) != (len(motion.dof_names),):
+            raise ReplayError(f"act_ids must have shape [{len(motion.dof_names)}] (one per motion DOF), "
+                              f"got {tuple(act_ids.shape)}")
+        act_ids = act_ids.to(device=dev, dtype=torch.int32)
         steps = max(1, int(round(duration / sim.timestep)))
         R = steps // record_every + 1
+        buf = motion.spline() if interp == "cubic" else motion.as_buffer()
         return cls(sim=sim, motion=motion, offs=offs, mode=mode, record_every=record_every, steps=steps,
-                   act_ids=act_ids, adrs=sim.qpos_adrs(act_ids), buf=motion.as_buffer().to(dev),
+                   interp=interp, act_ids=act_ids, adrs=sim.qpos_adrs(act_ids), buf=buf.to(dev),
                    offs_dev=offs.to(dev), fps_step=motion.fps * sim.timestep,
                    history=torch.full((sim.nworld, R, len(motion.dof_names)), float("nan"), device=dev),
                    step=ops.new_step_counter(dev))
@@ -188,26 +209,33 @@ class _Run:
     def on_cuda(self) -> bool:
         return self.dev.type == "cuda"
 
-    def initial_state(self) -> None:
-        """Every joint starts at its first target; the initial state is history row 0."""
-        ctrl, qpos = self.sim.view("ctrl"), self.sim.view("qpos")
-        init = torch.empty_like(ctrl)
-        ops.motion_to_ctrl(self.buf, self.step, init, self.act_ids, offsets=self.offs_dev,
-                           frames_per_step=self.fps_step, mode=self.mode)
-        cols = self.act_ids.long()
-        qpos[:, self.adrs.long()] = init[:, cols]
-        ctrl[:, cols] = init[:, cols]
-        self.sim.forward()
+    def write_targets(self, ctrl: torch.Tensor, advance: int) -> None:
+        """The targets op (motion_to_ctrl or spline_to_ctrl) into ``ctrl``."""
+        op = ops.spline_to_ctrl if self.interp == "cubic" else ops.motion_to_ctrl
+        op(self.buf, self.step, ctrl, self.act_ids, offsets=self.offs_dev, frames_per_step=self.fps_step,
+           mode=self.mode, advance=advance)
+
+    def initial_state(self, keep_state: bool = False) -> None:
+        """Every joint starts at its first target (or, with ``keep_state``, where it
+        is); the initial state is history row 0."""
+        qpos = self.sim.view("qpos")
+        if not keep_state:
+            ctrl = self.sim.view("ctrl")
+            init = torch.empty_like(ctrl)
+            self.write_targets(init, 0)
+            cols = self.act_ids.long()
+            qpos[:, self.adrs.long()] = init[:, cols]
+            ctrl[:, cols] = init[:, cols]
+            self.sim.forward()
         ops.record_qpos(qpos, self.adrs, self.history, self.step, every=self.record_every)
 
     def one_step(self, timed: bool = False) -> None:
-        """[motion_to_ctrl(advance=1), mjw.step, record_qpos]; ``timed`` synchronizes
+        """[targets op(advance=1), mjw.step, record_qpos]; ``timed`` synchronizes
         between the stages and adds their times to ``split``."""
         on_cuda, sim = self.on_cuda, self.sim
         t0 = time.perf_counter()
-        with profiling.stage("flycuda.motion_to_ctrl", cuda=on_cuda):
-            ops.motion_to_ctrl(self.buf, self.step, sim.view("ctrl"), self.act_ids, offsets=self.offs_dev,
-                               frames_per_step=self.fps_step, mode=self.mode, advance=1)
+        with profiling.stage(f"flycuda.{'spline' if self.interp == 'cubic' else 'motion'}_to_ctrl", cuda=on_cuda):
+            self.write_targets(sim.view("ctrl"), 1)
         if timed:
             _sync(sim)
             t1 = time.perf_counter()
@@ -329,15 +357,16 @@ def _timed_loop(run: _Run, renders: _Renders, cuda_graph, steps_per_graph: int, 
 # --- results -------------------------------------------------------------------------
 
 def _targets(run: _Run) -> torch.Tensor:
-    """float32 [W, R, D]: what motion_to_ctrl wrote at the recorded steps (the reference)."""
+    """float32 [W, R, D]: what the targets op wrote at the recorded steps (the reference)."""
     cpu_buf, cpu_offs = run.buf.cpu(), run.offs.cpu()
     W, R, D = run.history.shape
     tgt = torch.empty(W, R, D)
     dof = torch.arange(D)
+    ref_op = reference.spline_to_ctrl if run.interp == "cubic" else reference.motion_to_ctrl
     for r in range(R):
         target = torch.empty(W, D)
-        reference.motion_to_ctrl(cpu_buf, torch.tensor([r * run.record_every]), target, dof, offsets=cpu_offs,
-                                 frames_per_step=run.fps_step, mode=run.mode)
+        ref_op(cpu_buf, torch.tensor([r * run.record_every]), target, dof, offsets=cpu_offs,
+               frames_per_step=run.fps_step, mode=run.mode)
         tgt[:, r] = target
     return tgt
 

@@ -94,7 +94,7 @@ def test_no_fma_contraction_anywhere():
     x86 with -march=haswell): CPU and CUDA would then round differently."""
     assert "-ffp-contract=off" in _buildcfg.HOST_FLAGS
     assert "--fmad=false" in _buildcfg.NVCC_FLAGS and "-ffp-contract=off" in _buildcfg.NVCC_FLAGS
-    info_path = os.path.join(os.path.dirname(flycuda.__file__), "_build_info.json")
+    info_path = os.path.join(os.path.dirname(flycuda.__file__), _buildcfg.build_info_name())
     with open(info_path) as f:
         info = json.load(f)  # what setup.py really passed for the extension in use
     assert "-ffp-contract=off" in info["host_flags"]

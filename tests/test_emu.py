@@ -15,6 +15,8 @@ Branches reached (csrc/kernels/):
     int32 and int64 act_ids; contiguous, row-strided and transposed ctrl; steps up
     to 1e9; advance == 0, fused advance (counter [2], every block takes a ticket,
     the last one advances) and the unfused [1] counter (second launch).
+  motion_to_ctrl_kernel<SplineFrames> (spline_to_ctrl): the same cases with cubic
+    pieces (cubic: a == 0 exact copy and a != 0; the loop's wrap piece).
   advance_step_kernel: counters [1] and [2], negative and huge n.
   record_qpos_kernel: s < 0, s % every != 0, s / every >= R (early returns),
     idx >= W*D (partial block), recorded steps; strided qpos/history; int32/int64
@@ -126,6 +128,50 @@ def test_motion_to_ctrl_matches_reference():
         tol = dict(rtol=0, atol=0) if exact else dict(rtol=2 ** -23, atol=0)
         torch.testing.assert_close(view[:, cols], ctrl_ref[:, cols], **tol)
         assert int(ref_step[0]) == int(case.out["counter"][0])
+
+
+def _s2c_case(p):
+    """A spline_to_ctrl case: the motion_to_ctrl case's recording made into cubic pieces."""
+    W, M, T, D, nu = p["shape"]
+    _, act_ids, offsets = make_case(W, M, T, D, nu, p["okind"], "cpu", p["adt"])
+    coeffs = flycuda.spline_coeffs(torch.randn(M, T, D, dtype=torch.float64).cumsum(1))
+    if p["okind"] == "wild" and W > 2:
+        offsets[1] = float("nan")
+    ctrl, parent = strided_view(W, nu, p["ckind"], "cpu")
+    counter = _counter(p["csize"], p["step"])
+    case = emu.Case("spline_to_ctrl", W=W, nu=nu, frames_per_step=float(p["fps"]),
+                    loop=int(p["mode"] == "loop"), advance=p["advance"])
+    case.array("coeffs", coeffs).array("act_ids", act_ids).array("counter", counter)
+    if offsets is not None:
+        case.array("offsets", offsets)
+    case.strided("ctrl", ctrl, "ctrl")
+    cpu_counter = counter.clone()
+    flycuda.spline_to_ctrl(coeffs, cpu_counter, ctrl, act_ids, offsets=offsets, frames_per_step=p["fps"],
+                           mode=p["mode"], advance=p["advance"])
+    return case, dict(cpu_parent=parent.clone(), cpu_counter=cpu_counter, coeffs=coeffs, act_ids=act_ids,
+                      offsets=offsets, parent_shape=parent.shape)
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_spline_to_ctrl(sanitizer):
+    """The cubic kernel: bit for bit the CPU op, which equals the reference bit for bit
+    (tests/test_spline_to_ctrl.py); a third of the cases also against the reference here."""
+    params = list(_m2c_cases())
+    built = [_s2c_case(p) for p in params]
+    emu.run([c for c, _ in built], sanitizer)
+    for i, (p, (case, exp)) in enumerate(zip(params, built)):
+        assert torch.equal(case.out["ctrl"].view(exp["parent_shape"]), exp["cpu_parent"]), f"ctrl: {p}"
+        assert torch.equal(case.out["counter"], exp["cpu_counter"]), f"counter: {p}"
+        assert int(case.out["counter"][0]) == p["step"] + p["advance"]
+        if i % 3 == 0 and sanitizer == "asan":
+            W, nu = p["shape"][0], p["shape"][4]
+            ref = poison_like(torch.empty(W, nu))
+            reference.spline_to_ctrl(exp["coeffs"], flycuda.new_step_counter("cpu", p["step"]), ref,
+                                     exp["act_ids"], offsets=exp["offsets"], frames_per_step=p["fps"],
+                                     mode=p["mode"])
+            view = _view_of(case.out["ctrl"].view(exp["parent_shape"]), p["ckind"], nu)
+            cols = exp["act_ids"].long()
+            assert torch.equal(view[:, cols], ref[:, cols]), f"reference: {p}"
 
 
 def _view_of(parent, kind, nu):

@@ -87,10 +87,12 @@ void with_index_type(const Array& a, F&& f) {
 }
 
 // As csrc/cuda/motion_to_ctrl.cu: one launch, fused with the advance when the
-// counter holds its ticket, else followed by a one-thread advance.
-void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_size, float* ctrl) {
-  const Array& motion = c.arr("motion");
-  const int64_t M = motion.shape[0], T = motion.shape[1], D = motion.shape[2], W = c.i64("W");
+// counter holds its ticket, else followed by a one-thread advance. The case's
+// "motion" (float32 [M, T, D]) or "coeffs" (float64 [M, T, 4, D], spline_to_ctrl)
+// picks the kernel's Frames.
+template <typename Frames>
+void launch_frames(Case& c, const Frames frames, int64_t* counter, int64_t counter_size, float* ctrl) {
+  const int64_t D = frames.D, W = c.i64("W");
   const int64_t advance = c.i64("advance");
   const bool fused = advance != 0 && counter_size == 2;
   if (W * D > 0 || fused) {
@@ -101,8 +103,8 @@ void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_size, floa
       const auto go = [&](auto* offsets) {
         using offset_t = std::remove_const_t<std::remove_pointer_t<decltype(offsets)>>;
         launch(dim3(static_cast<unsigned int>(blocks)), dim3(k::kMotionToCtrlThreads), 0, nullptr,
-               k::motion_to_ctrl_kernel<index_t, offset_t>, c.arr("motion").data<float>(), counter, ctrl,
-               c.arr("act_ids").data<index_t>(), offsets, W, M, T, D, c.i64("nu"), c.i64("ctrl_s0"),
+               k::motion_to_ctrl_kernel<Frames, index_t, offset_t>, frames, counter, ctrl,
+               c.arr("act_ids").data<index_t>(), offsets, W, D, c.i64("nu"), c.i64("ctrl_s0"),
                c.i64("ctrl_s1"), c.f64("frames_per_step"), c.i64("loop") != 0, fused ? advance : 0);
       };
       if (odt == "<f8") go(c.ptr<double>("offsets"));
@@ -110,6 +112,18 @@ void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_size, floa
     });
   }
   if (advance != 0 && !fused) launch(dim3(1), dim3(1), 0, nullptr, k::advance_step_kernel, counter, advance);
+}
+
+void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_size, float* ctrl) {
+  if (c.has("coeffs")) {
+    Array& a = c.arr("coeffs");
+    const flycuda::SplineFrames frames{a.data<double>(), a.shape[0], a.shape[1], a.shape[3]};
+    launch_frames(c, frames, counter, counter_size, ctrl);
+  } else {
+    Array& a = c.arr("motion");
+    const flycuda::LinearFrames frames{a.data<float>(), a.shape[0], a.shape[1], a.shape[2]};
+    launch_frames(c, frames, counter, counter_size, ctrl);
+  }
 }
 
 void run_motion_to_ctrl(Case& c) {
@@ -240,6 +254,7 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
   static const std::map<std::string, std::function<void(Case&)>> table = {
       {"motion_to_ctrl", run_motion_to_ctrl},
       {"motion_to_ctrl_overlap", run_motion_to_ctrl_overlap},
+      {"spline_to_ctrl", run_motion_to_ctrl},
       {"advance_step", run_advance_step},
       {"record_qpos", run_record_qpos},
       {"render_tiles", run_render_tiles},

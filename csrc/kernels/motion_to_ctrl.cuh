@@ -1,5 +1,8 @@
-// flycuda: motion_to_ctrl — the device code, compiled by nvcc (cuda/motion_to_ctrl.cu)
-// and, on the emulated grid, by the host compiler (emu/).
+// flycuda: motion_to_ctrl and spline_to_ctrl — the device code, compiled by nvcc
+// (cuda/motion_to_ctrl.cu) and, on the emulated grid, by the host compiler (emu/).
+// One kernel serves both ops: `Frames` is LinearFrames (motion_to_ctrl: float32
+// frames, linear blend) or SplineFrames (spline_to_ctrl: float64 cubic pieces);
+// see ../motion_to_ctrl.h.
 //
 // One thread per (world w, DOF d), flattened as idx = w * D + d, kThreads a
 // block. Consecutive threads read consecutive floats of one frame row and
@@ -35,14 +38,13 @@ inline int64_t motion_to_ctrl_blocks(int64_t W, int64_t D) {
   return n > 0 ? (n + kMotionToCtrlThreads - 1) / kMotionToCtrlThreads : 1;
 }
 
-template <typename index_t, typename offset_t>
-__global__ void motion_to_ctrl_kernel(const float* __restrict__ motion,     // [M, T, D]
+template <typename Frames, typename index_t, typename offset_t>
+__global__ void motion_to_ctrl_kernel(const Frames frames,                  // [M, T, (4,) D]
                                       int64_t* counter,                     // [1] or [2]
                                       float* __restrict__ ctrl,             // [W, nu]
                                       const index_t* __restrict__ act_ids,  // [D]
                                       const offset_t* __restrict__ offsets, // [W] or null
-                                      int64_t W, int64_t M, int64_t T, int64_t D,
-                                      int64_t nu, int64_t ctrl_s0, int64_t ctrl_s1,
+                                      int64_t W, int64_t D, int64_t nu, int64_t ctrl_s0, int64_t ctrl_s1,
                                       double frames_per_step, bool loop,
                                       int64_t advance) {  // fused: needs counter[1]
   const int64_t s = counter[0];  // read by every thread before any advance
@@ -51,11 +53,10 @@ __global__ void motion_to_ctrl_kernel(const float* __restrict__ motion,     // [
     const int64_t w = idx / D;
     const int64_t d = idx - w * D;
     const double offset = offsets ? static_cast<double>(offsets[w]) : 0.0;
-    const FrameSample fs = sample_frame(offset, s, frames_per_step, T, loop);
-    const float* rec = motion + (M == 1 ? 0 : w) * T * D;
+    const FrameSample fs = sample_frame(offset, s, frames_per_step, frames.T, loop);
     const int64_t c = static_cast<int64_t>(act_ids[d]);
     if (c >= 0 && c < nu) {  // ids are checked on the host (once), except in capture
-      ctrl[w * ctrl_s0 + c * ctrl_s1] = blend(rec[fs.i0 * D + d], rec[fs.i1 * D + d], fs.a);
+      ctrl[w * ctrl_s0 + c * ctrl_s1] = frames.at(w, fs, d);
     }
   }
   if (advance != 0) {

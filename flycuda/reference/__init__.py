@@ -18,7 +18,7 @@ import torch
 
 from . import grid
 
-__all__ = ["motion_to_ctrl", "advance_step", "record_qpos", "sample_frames", "grid"]
+__all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "sample_frames", "grid"]
 
 
 def sample_frames(offsets: torch.Tensor, step: int, frames_per_step: float, T: int,
@@ -76,6 +76,31 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
     v = (x0d + a[:, None] * (x1.to(torch.float64) - x0d)).to(torch.float32)
     v = torch.where(a[:, None] == 0, x0, v)
     ctrl[:, act_ids.long()] = v
+    step[0] += advance
+
+
+def spline_to_ctrl(coeffs: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
+                   act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
+                   frames_per_step: float = 1.0, mode: str = "clamp",
+                   advance: int = 0) -> None:
+    """Reference for ``flycuda.spline_to_ctrl`` (same contract, in place).
+
+    ``ctrl[w, act_ids[d]] = c0 + a * (c1 + a * (c2 + a * c3))`` with
+    ``(c0, c1, c2, c3) = coeffs[m, i0, :, d]``, in float64, rounded once to float32
+    (``c0`` rounded where a == 0), with ``m`` and ``(i0, a)`` as in
+    :func:`motion_to_ctrl`; then ``step[0] += advance``.
+    """
+    W = ctrl.shape[0]
+    M, T, _, D = coeffs.shape
+    if offsets is None:
+        offsets = torch.zeros(W, dtype=torch.float64, device=ctrl.device)
+    i0, _, a = sample_frames(offsets, int(step[0]), frames_per_step, T, mode)
+    m = torch.arange(W, device=ctrl.device) if M == W and M > 1 else torch.zeros(W, dtype=torch.long, device=ctrl.device)
+    c = coeffs[m, i0]  # [W, 4, D] float64
+    a = a[:, None]
+    v = c[:, 0] + a * (c[:, 1] + a * (c[:, 2] + a * c[:, 3]))
+    v = torch.where(a == 0, c[:, 0], v)
+    ctrl[:, act_ids.long()] = v.to(torch.float32)
     step[0] += advance
 
 

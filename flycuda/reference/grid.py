@@ -21,8 +21,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-__all__ = ["dim3", "ThreadCtx", "launch", "cdiv", "motion_to_ctrl", "advance_step",
-           "record_qpos"]
+__all__ = ["dim3", "ThreadCtx", "launch", "cdiv", "motion_to_ctrl", "spline_to_ctrl",
+           "advance_step", "record_qpos"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def launch(kernel: Callable | Sequence[Callable], grid: int | tuple | dim3,
                     phase(ctx, *args)
 
 
-# --- motion_to_ctrl (csrc/kernels/motion_to_ctrl.cuh) ---------------------------
+# --- motion_to_ctrl, spline_to_ctrl (csrc/kernels/motion_to_ctrl.cuh) -------------
 
 
 def _sample_frame(offset: float, step: int, fps: float, T: int, loop: bool):
@@ -121,8 +121,35 @@ def _blend(x0: float, x1: float, a: float) -> float:
     return x0 + a * (x1 - x0)
 
 
-def _motion_to_ctrl_body(ctx, motion, step, ctrl, act_ids, offsets, W, M, T, D, nu,
-                         fps, loop, advance):
+def _cubic(c0: float, c1: float, c2: float, c3: float, a: float) -> float:
+    """csrc/motion_to_ctrl.h ``cubic``: Horner in float64, one rounding to float32."""
+    if a == 0.0:
+        return c0
+    return c0 + a * (c1 + a * (c2 + a * c3))
+
+
+def _linear_frames(motion: torch.Tensor):
+    """csrc/motion_to_ctrl.h ``LinearFrames``: (T, D, at)."""
+    M, T, D = motion.shape
+
+    def at(w, i0, i1, a, d):
+        rec = motion[0 if M == 1 else w]
+        return _blend(float(rec[i0, d]), float(rec[i1, d]), a)
+    return T, D, at
+
+
+def _spline_frames(coeffs: torch.Tensor):
+    """csrc/motion_to_ctrl.h ``SplineFrames``: (T, D, at)."""
+    M, T, _, D = coeffs.shape
+
+    def at(w, i0, i1, a, d):
+        c = coeffs[0 if M == 1 else w, i0, :, d].tolist()
+        return _cubic(c[0], c[1], c[2], c[3], a)
+    return T, D, at
+
+
+def _motion_to_ctrl_body(ctx, frames, step, ctrl, act_ids, offsets, W, nu, fps, loop, advance):
+    T, D, at = frames
     s = int(step[0])  # read by every thread before any advance
     ctx.regs["s"] = s
     idx = ctx.blockIdx.x * ctx.blockDim.x + ctx.threadIdx.x
@@ -131,14 +158,12 @@ def _motion_to_ctrl_body(ctx, motion, step, ctrl, act_ids, offsets, W, M, T, D, 
         d = idx - w * D
         offset = float(offsets[w]) if offsets is not None else 0.0
         i0, i1, a = _sample_frame(offset, s, fps, T, loop)
-        rec = motion[0 if M == 1 else w]
         c = int(act_ids[d])
         if 0 <= c < nu:
-            ctrl[w, c] = _blend(float(rec[i0, d]), float(rec[i1, d]), a)
+            ctrl[w, c] = at(w, i0, i1, a, d)
 
 
-def _motion_to_ctrl_advance(ctx, motion, step, ctrl, act_ids, offsets, W, M, T, D, nu,
-                            fps, loop, advance):
+def _motion_to_ctrl_advance(ctx, frames, step, ctrl, act_ids, offsets, W, nu, fps, loop, advance):
     if advance != 0 and ctx.threadIdx.x == 0:  # fused: the ticket is step[1]
         tag = ctx.regs["s"] & 0xFFFFFFFF
         seen = int(step[1]) & 0xFFFFFFFFFFFFFFFF
@@ -154,11 +179,26 @@ def _as_int64(u: int) -> int:
     return u - (1 << 64) if u >= (1 << 63) else u
 
 
+def _launch_frames(frames, step, ctrl, act_ids, offsets, frames_per_step, mode, advance, threads):
+    """As csrc/cuda/motion_to_ctrl.cu ``launch``: fused with the advance for a [2]
+    counter, else followed by advance_step."""
+    W, nu = ctrl.shape
+    n = W * frames[1]
+    fused = advance != 0 and step.numel() == 2  # else the launcher adds advance_step
+    if n > 0 or fused:
+        blocks = cdiv(n, threads) if n > 0 else 1
+        launch([_motion_to_ctrl_body, _motion_to_ctrl_advance], blocks, threads, frames, step,
+               ctrl, act_ids, offsets, W, nu, float(frames_per_step), mode == "loop",
+               int(advance) if fused else 0)
+    if advance != 0 and not fused:
+        advance_step(step, advance)
+
+
 def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
                    act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
                    frames_per_step: float = 1.0, mode: str = "clamp",
                    advance: int = 0, threads: int = 256) -> None:
-    """Grid emulation of ``motion_to_ctrl_kernel`` (one thread per (w, d)).
+    """Grid emulation of ``motion_to_ctrl_kernel<LinearFrames>`` (one thread per (w, d)).
 
     Same contract as ``flycuda.motion_to_ctrl``; CPU tensors only. ``threads``
     is the block size (256 in the .cuh); small values exercise many blocks.
@@ -166,17 +206,18 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
     from ``step[1]`` advances ``step[0]``); with a [1] counter it is a second
     launch, as csrc/cuda/motion_to_ctrl.cu does.
     """
-    W, nu = ctrl.shape
-    M, T, D = motion.shape
-    n = W * D
-    fused = advance != 0 and step.numel() == 2  # else the launcher adds advance_step
-    if n > 0 or fused:
-        blocks = cdiv(n, threads) if n > 0 else 1
-        launch([_motion_to_ctrl_body, _motion_to_ctrl_advance], blocks, threads, motion, step,
-               ctrl, act_ids, offsets, W, M, T, D, nu, float(frames_per_step), mode == "loop",
-               int(advance) if fused else 0)
-    if advance != 0 and not fused:
-        advance_step(step, advance)
+    _launch_frames(_linear_frames(motion), step, ctrl, act_ids, offsets, frames_per_step, mode,
+                   advance, threads)
+
+
+def spline_to_ctrl(coeffs: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
+                   act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
+                   frames_per_step: float = 1.0, mode: str = "clamp",
+                   advance: int = 0, threads: int = 256) -> None:
+    """Grid emulation of ``motion_to_ctrl_kernel<SplineFrames>``: as :func:`motion_to_ctrl`
+    with ``coeffs`` float64 [M, T, 4, D] (``flycuda.spline_coeffs``)."""
+    _launch_frames(_spline_frames(coeffs), step, ctrl, act_ids, offsets, frames_per_step, mode,
+                   advance, threads)
 
 
 # --- advance_step (csrc/kernels/advance_step.cuh) ---------------------------------

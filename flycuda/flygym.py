@@ -1,0 +1,205 @@
+"""The FlyGym bridge: NeuroMechFly and the Spotlight recording, through FlyGym 2.x.
+
+For code that already has a FlyGym ``GPUSimulation``::
+
+    from flycuda import flygym as fg
+    sim = fg.wrap(gpu_sim)                      # zero-copy flycuda Sim of its mjw pair
+    act_ids = fg.actuator_ids(sim, fly)         # FlyGym's actuated-DOF order
+    motion = fg.spotlight(fly)                  # the bundled clip, FlyGym's preprocessing
+
+and to build the model the way FlyGym's GPU tutorial and benchmark do:
+:func:`neuromechfly` (the fly, its world and tracking camera) and
+:func:`gpu_simulation` (on flycuda's device choice, CPU when there is no GPU).
+
+FlyGym 2.x needs Python >= 3.12; everything here raises :class:`FlyGymError`
+(one line) when FlyGym cannot be imported. Install with
+``pip install 'flycuda[flygym]'`` (or ``bash run.sh`` on a machine with Python 3.12).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+import torch
+
+from .bridge import BridgeError, Sim, _import_warp, warp_device_for
+from .motion import Motion
+
+__all__ = ["FlyGymError", "available", "require", "neuromechfly", "gpu_simulation", "wrap", "dof_names",
+           "actuator_ids", "spotlight", "flygym_targets", "SPOTLIGHT_FPS", "TIMESTEP", "MIN_PYTHON"]
+
+MIN_PYTHON = (3, 12)
+TIMESTEP = 1e-4       # FlyGym's GPU tutorial and benchmark
+SPOTLIGHT_FPS = 330.0  # the bundled clip's frame rate (checked against the file)
+
+
+class FlyGymError(BridgeError):
+    """FlyGym is missing or too old for this Python, or a FlyGym object flycuda cannot use."""
+
+
+def require():
+    """Imports FlyGym's modules flycuda uses; raises FlyGymError saying why it cannot."""
+    if sys.version_info < MIN_PYTHON:
+        raise FlyGymError(f"FlyGym 2.x needs Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}; this is Python "
+                          f"{sys.version.split()[0]} (run.sh picks a Python >= 3.12 when the machine has one)")
+    try:
+        _import_warp()  # quiets Warp before FlyGym imports it
+        import flygym.compose  # noqa: F401
+        import flygym.warp  # noqa: F401
+        import flygym_demo.spotlight_data  # noqa: F401
+    except ImportError as e:
+        raise FlyGymError(f"FlyGym is not installed ({e}); pip install 'flycuda[flygym]' "
+                          "(flygym[warp]==2.1.*)") from None
+    import flygym
+
+    return flygym
+
+
+def available() -> bool:
+    """True when :func:`require` would succeed."""
+    try:
+        require()
+    except FlyGymError:
+        return False
+    return True
+
+
+def neuromechfly(*, simplify_geom: bool = False, position_gain: float = 50.0,
+                 spawn_position=(0.0, 0.0, 0.8)):
+    """NeuroMechFly as in FlyGym's GPU tutorial: legs-only joints, 42 position
+    actuators (``kp = position_gain``) at the neutral pose, leg adhesion, colours,
+    a tracking camera, on flat ground.
+
+    Args:
+        simplify_geom: FlyGym's capsule-simplified variant (every mesh fitted by
+            capsules) instead of the meshes bundled with FlyGym.
+        position_gain: actuator gain kp.
+        spawn_position: xyz in mm.
+
+    Returns:
+        ``(fly, world, camera)``: FlyGym's NeuroMechFly, FlatGroundWorld and the
+        camera spec (its name, e.g. ``nmf/trackcam``, is ``camera.name``).
+    """
+    require()
+    from flygym.anatomy import ActuatedDOFPreset, AxisOrder, JointPreset, Skeleton
+    from flygym.compose import ActuatorType, FlatGroundWorld, GeomFittingOption, KinematicPosePreset, NeuroMechFly
+    from flygym.utils.math import Rotation3D
+
+    fitting = GeomFittingOption.ALL_TO_CAPSULES if simplify_geom else GeomFittingOption.UNMODIFIED
+    fly = NeuroMechFly(geom_fitting_option=fitting)
+    neutral = KinematicPosePreset.NEUTRAL
+    fly.add_joints(Skeleton(axis_order=AxisOrder.YAW_PITCH_ROLL, joint_preset=JointPreset.LEGS_ONLY),
+                   neutral_pose=neutral)
+    dofs = fly.skeleton.get_actuated_dofs_from_preset(ActuatedDOFPreset.LEGS_ACTIVE_ONLY)
+    fly.add_actuators(dofs, actuator_type=ActuatorType.POSITION, kp=position_gain, neutral_input=neutral)
+    fly.add_leg_adhesion()
+    fly.colorize()
+    cam = fly.add_tracking_camera()
+    world = FlatGroundWorld()
+    world.add_fly(fly, tuple(spawn_position), Rotation3D("quat", (1, 0, 0, 0)))
+    return fly, world, cam
+
+
+def gpu_simulation(world, n_worlds: int, *, device=None, timestep: float = TIMESTEP, **kwargs):
+    """FlyGym's ``GPUSimulation(world, n_worlds, timestep=...)`` built on Warp's device
+    for ``device`` ("cuda", "cpu", None: CUDA when flycuda can run there, else CPU).
+
+    FlyGym's notice that MuJoCo Warp has no noslip solver (it sets
+    noslip_iterations to 0) is silenced; everything else is FlyGym's.
+    """
+    require()
+    from flygym.warp import GPUSimulation
+
+    if isinstance(n_worlds, bool) or not isinstance(n_worlds, int) or n_worlds <= 0:
+        raise FlyGymError(f"n_worlds must be a positive integer, got {n_worlds!r}")
+    wp, _ = _import_warp()
+    with wp.ScopedDevice(warp_device_for(device)), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="MJWarp does not support noslip")
+        return GPUSimulation(world, n_worlds, timestep=timestep, **kwargs)
+
+
+def wrap(gpu_sim) -> Sim:
+    """A flycuda :class:`Sim` sharing memory with ``gpu_sim.mjw_model``/``mjw_data``.
+
+    Wrap again after ``gpu_sim.reset()`` only if FlyGym reallocated ``mjw_data``
+    (views are of the arrays at wrap time)."""
+    for attr in ("mjw_model", "mjw_data", "mj_model"):
+        if not hasattr(gpu_sim, attr):
+            raise FlyGymError(f"wrap needs a flygym.warp.GPUSimulation (no attribute {attr!r} on "
+                              f"{type(gpu_sim).__name__})")
+    return Sim.wrap(gpu_sim.mjw_model, gpu_sim.mjw_data, gpu_sim.mj_model)
+
+
+def _position_dofs(fly) -> list:
+    from flygym.compose import ActuatorType
+
+    return list(fly.get_actuated_jointdofs_order(ActuatorType.POSITION))
+
+
+def dof_names(fly) -> tuple[str, ...]:
+    """FlyGym's actuated-DOF order (position actuators), e.g. ``c_thorax-lf_coxa-yaw``."""
+    return tuple(d.name for d in _position_dofs(fly))
+
+
+def actuator_ids(sim: Sim, fly) -> torch.Tensor:
+    """int32 [D] ids of the fly's position actuators in FlyGym's actuated-DOF order,
+    i.e. the columns ``GPUSimulation.set_actuator_inputs(fly.name, POSITION, x)``
+    writes ``x[:, d]`` to."""
+    names = [f"{fly.name}/{n}-position" for n in dof_names(fly)]
+    return sim.actuator_ids(names)
+
+
+def _spotlight_snippet():
+    require()
+    from flygym_demo.spotlight_data import MotionSnippet
+
+    return MotionSnippet()
+
+
+def _reorder(snippet, dofs, angles: np.ndarray) -> np.ndarray:
+    """[T, 6, 7] -> [T, D] in FlyGym's order (as ``MotionSnippet.get_joint_angles``)."""
+    pairs = []
+    for dof in dofs:
+        try:
+            pairs.append((snippet.legs.index(dof.child.pos),
+                          snippet.dofs_per_leg.index((dof.parent.link, dof.child.link, dof.axis.value))))
+        except (ValueError, AttributeError):
+            raise FlyGymError(f"DOF {getattr(dof, 'name', dof)!r} is not in the Spotlight clip "
+                              f"(it has legs {snippet.legs} x {len(snippet.dofs_per_leg)} DOFs)") from None
+    idx = np.array(pairs, dtype=np.int64)
+    return angles[:, idx[:, 0], idx[:, 1]]
+
+
+def spotlight(fly, *, sgfilter_window_sec: float = 0.03, sgfilter_polyorder: int = 3) -> Motion:
+    """FlyGym's bundled Spotlight clip at its own rate (330 Hz), as a :class:`Motion`
+    in the fly's actuated-DOF order.
+
+    The preprocessing is FlyGym's (``MotionSnippet``): right-leg roll and yaw
+    flipped to the anatomical convention, then Savitzky-Golay smoothing (same
+    window and order as ``get_joint_angles``). FlyGym then resamples to the
+    simulation rate with a cubic spline; flycuda does that on the device
+    (``replay(interp="cubic")`` / :func:`flycuda.spline_to_ctrl`) from
+    ``motion.angles64``, the float64 frames kept for it.
+    """
+    from scipy.signal import savgol_filter
+
+    snip = _spotlight_snippet()
+    fps = float(snip.data_fps)
+    if abs(fps - SPOTLIGHT_FPS) > 1e-9:  # pragma: no cover - guards a changed clip
+        raise FlyGymError(f"the Spotlight clip is at {fps} Hz, flycuda expected {SPOTLIGHT_FPS}")
+    window = int(sgfilter_window_sec * fps)
+    window += 1 - (window % 2)
+    filtered = savgol_filter(snip.joint_angles, window_length=window, polyorder=sgfilter_polyorder, axis=0)
+    dofs = _position_dofs(fly)
+    angles = _reorder(snip, dofs, filtered)
+    return Motion(torch.from_numpy(angles.astype(np.float32)), fps, tuple(d.name for d in dofs),
+                  angles64=torch.from_numpy(np.ascontiguousarray(angles, dtype=np.float64)))
+
+
+def flygym_targets(fly, timestep: float = TIMESTEP) -> np.ndarray:
+    """FlyGym's own targets: ``MotionSnippet().get_joint_angles(timestep, order)``, the
+    clip resampled to every simulation step (float64 [steps, D]); what its tutorial
+    expands into the [W, steps, D] float32 buffer. For tests and benchmarks."""
+    return _spotlight_snippet().get_joint_angles(timestep, _position_dofs(fly))
