@@ -40,6 +40,16 @@ def _positive_float(s: str) -> float:
     return v
 
 
+def _nonnegative_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s}")
+    return v
+
+
 def _size(s: str) -> tuple[int, int]:
     try:
         w, h = (int(x) for x in s.lower().split("x"))
@@ -72,9 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds per world; worlds start at evenly spread times of the recording")
     g.add_argument("--offsets", type=_offsets, default=None,
                    help="start time(s) in seconds, comma-separated: one, or one per world")
-    r.add_argument("--model", default=None, help="MJCF file (default: the built-in hexapod)")
+    r.add_argument("--model", default=None,
+                   help="neuromechfly or neuromechfly-capsules (FlyGym's NeuroMechFly as in its GPU tutorial; "
+                        "needs flygym), hexapod (the built-in one, the default) or an MJCF file")
     r.add_argument("--motion", default=None,
-                   help=".npz recording with angles, fps, dof_names (default: built-in tripod gait)")
+                   help="spotlight (FlyGym's Spotlight clip; the default for neuromechfly), tripod (the built-in "
+                        "gait; the default otherwise) or an .npz recording with angles, fps, dof_names")
+    r.add_argument("--interp", choices=["linear", "cubic"], default=None,
+                   help="between recorded frames: linear (motion_to_ctrl) or cubic (spline_to_ctrl, FlyGym's "
+                        "resampling; the default for spotlight)")
+    r.add_argument("--warmup", type=_nonnegative_float, default=None, metavar="SECONDS",
+                   help="settle with the first targets before the replay (default: FlyGym's 0.05 s for "
+                        "neuromechfly, 0 otherwise)")
     r.add_argument("--mode", choices=["clamp", "loop"], default="clamp",
                    help="past the recording's end: hold the last frame (clamp) or wrap (loop)")
     r.add_argument("--device", choices=["cuda", "cpu"], default=None,
@@ -98,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--render-every", type=_positive_int, default=None, metavar="N",
                    help="render every N steps (default: 30 frames per simulated second)")
     r.add_argument("--render-size", type=_size, default=(64, 48), metavar="WxH", help="tile size")
-    r.add_argument("--camera", default="track", help="model camera to render from")
+    r.add_argument("--camera", default=None,
+                   help="model camera to render from (default: track, or the fly's tracking camera)")
     r.add_argument("--renderer", choices=["flycuda", "mjwarp"], default="flycuda",
                    help="flycuda's tile renderer, or MuJoCo Warp's (the baseline)")
     r.add_argument("--profile", default=None, metavar="TRACE.json",
@@ -140,9 +160,13 @@ def _apply_out_dir(args) -> None:
             setattr(args, opt, os.path.join(args.out, name))
 
 
+NAMED_MODELS = ("hexapod", "neuromechfly", "neuromechfly-capsules")
+NAMED_MOTIONS = ("tripod", "spotlight")
+
+
 def _check_paths(args) -> None:
     for path, what in ((args.model, "model"), (args.motion, "motion")):
-        if path is not None and not os.path.isfile(path):
+        if path is not None and path not in NAMED_MODELS + NAMED_MOTIONS and not os.path.isfile(path):
             raise FileNotFoundError(f"{what} file not found: {path}")
     for path in (args.record, args.json, args.profile, args.render, args.frames, args.plot):
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
@@ -161,42 +185,70 @@ def _device(args) -> str:
     return device
 
 
+def _setup(args, device: str, n: int):
+    """The worlds and what drives them: (sim, motion, act_ids or None, camera, interp, warmup)."""
+    from .bridge import Sim
+    from .motion import MotionError, load_motion, tripod_gait
+
+    model = args.model or "hexapod"
+    if model.startswith("neuromechfly"):
+        from . import flygym as fg
+
+        setup = fg.Setup(model, n, device=device)
+        sim, act_ids, camera, warmup = setup.sim, setup.act_ids, setup.camera, 0.05
+        motion = fg.spotlight(setup.fly) if args.motion in (None, "spotlight") else load_motion(args.motion)
+        if args.motion not in (None, "spotlight"):
+            act_ids = None  # a recording of its own: matched by its DOF names
+    else:
+        sim = Sim.build(None if model == "hexapod" else model, n, device=device)
+        act_ids, camera, warmup = None, "track", 0.0
+        if args.motion == "spotlight":
+            raise MotionError("--motion spotlight is NeuroMechFly's recording: use it with --model neuromechfly")
+        motion = load_motion(args.motion) if args.motion not in (None, "tripod") else tripod_gait()
+    interp = args.interp or ("cubic" if args.motion in (None, "spotlight") and model.startswith("neuromechfly")
+                             else "linear")
+    warmup = args.warmup if args.warmup is not None else warmup
+    return sim, motion, act_ids, args.camera or camera, interp, warmup
+
+
 def _replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, primary: bool):
     """Runs the worlds [start, start + count) of a ``worlds``-world job (all when share is None).
     ``primary``: this process renders and profiles (rank 0, or the only process)."""
-    from .bridge import Sim
-    from .motion import Motion, load_motion, tripod_gait
+    from .motion import Motion
     from .render import FrameWriter, MjwRenderer, TileRenderer
     from .replay import ReplayError, _resolve_offsets, replay
 
-    motion = load_motion(args.motion) if args.motion else tripod_gait()
+    n = worlds if share is None else share[1]
+    if n == 0:
+        raise ReplayError(f"no worlds to run: {worlds} world(s) over more ranks than that")
+    sim, motion, act_ids, camera, interp, warmup = _setup(args, device, n)
     duration = args.duration or (args.snippet if args.snippet else 0.5)
     offsets = None
-    n = worlds
     if share is not None:
-        start, n = share
-        if n == 0:
-            raise ReplayError(f"no worlds to run: {worlds} world(s) over more ranks than that")
+        start = share[0]
         # Offsets of the whole job, then this rank's slice (same starts as one process).
         offsets = _resolve_offsets(motion, worlds, args.snippet, args.offsets)[start:start + n].clone()
         if motion.angles.dim() == 3 and motion.angles.shape[0] == worlds:
-            motion = Motion(motion.angles[start:start + n], motion.fps, motion.dof_names)
+            a64 = motion.angles64[start:start + n] if motion.angles64 is not None else None
+            motion = Motion(motion.angles[start:start + n], motion.fps, motion.dof_names, angles64=a64)
     writer = renderer = None
     render_every = 0
-    sim = Sim.build(args.model, n, device=device)
-    sim.camera_id(args.camera)  # a camera the model lacks is an error, rendering or not
+    sim.camera_id(camera)  # a camera the model lacks is an error, rendering or not
     if primary and (args.render or args.frames):
         writer = FrameWriter(video=args.render, png=args.frames, fps=30.0)
         cls = TileRenderer if args.renderer == "flycuda" else MjwRenderer
         kw = {"mosaic": True} if cls is TileRenderer else {}
-        renderer = cls(sim, camera=args.camera, width=args.render_size[0], height=args.render_size[1], **kw)
+        renderer = cls(sim, camera=camera, width=args.render_size[0], height=args.render_size[1], **kw)
         render_every = args.render_every or max(1, round(1.0 / (30.0 * sim.timestep)))
     res = replay(motion=motion, worlds=n, duration=duration,
                  snippet=args.snippet if share is None else None,
-                 offsets=args.offsets if share is None else offsets, mode=args.mode, graph=args.graph, steps_per_graph=args.steps_per_graph,
-                 record_every=args.record_every, render_every=render_every, renderer=renderer,
-                 frame_writer=writer, profile=args.profile if primary else None,
-                 progress=not args.no_progress and primary, sim=sim)
+                 offsets=args.offsets if share is None else offsets, mode=args.mode, graph=args.graph,
+                 steps_per_graph=args.steps_per_graph, record_every=args.record_every,
+                 render_every=render_every, renderer=renderer, frame_writer=writer,
+                 profile=args.profile if primary else None, progress=not args.no_progress and primary,
+                 sim=sim, interp=interp, act_ids=act_ids, warmup=warmup)
+    res.model = args.model or "hexapod"
+    res.motion = args.motion or ("spotlight" if res.model.startswith("neuromechfly") else "tripod")
     if writer is not None:
         res.outputs += writer.close()
     return res

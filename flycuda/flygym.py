@@ -28,7 +28,9 @@ from .bridge import BridgeError, Sim, _import_warp, warp_device_for
 from .motion import Motion
 
 __all__ = ["FlyGymError", "available", "require", "neuromechfly", "gpu_simulation", "wrap", "dof_names",
-           "actuator_ids", "spotlight", "flygym_targets", "SPOTLIGHT_FPS", "TIMESTEP", "MIN_PYTHON"]
+           "actuator_ids", "spotlight", "flygym_targets", "tutorial_buffer", "tutorial_offsets",
+           "buffer_motion", "Setup", "MODELS", "SPOTLIGHT_FPS", "TIMESTEP",
+           "MIN_PYTHON"]
 
 MIN_PYTHON = (3, 12)
 TIMESTEP = 1e-4       # FlyGym's GPU tutorial and benchmark
@@ -203,3 +205,68 @@ def flygym_targets(fly, timestep: float = TIMESTEP) -> np.ndarray:
     clip resampled to every simulation step (float64 [steps, D]); what its tutorial
     expands into the [W, steps, D] float32 buffer. For tests and benchmarks."""
     return _spotlight_snippet().get_joint_angles(timestep, _position_dofs(fly))
+
+
+def tutorial_buffer(fly, n_worlds: int, sim_steps: int, timestep: float = TIMESTEP) -> np.ndarray:
+    """FlyGym's pre-expanded targets: float32 [n_worlds, sim_steps, D], world w replaying
+    the resampled clip from step ``(w % partitions) * sim_steps`` (its tutorial's and
+    benchmark's ``make_target_angles_all_worlds``). What flycuda's cubic mode avoids
+    storing; for comparisons."""
+    angles = flygym_targets(fly, timestep)
+    parts = angles.shape[0] // sim_steps
+    if parts < 1:
+        raise FlyGymError(f"the clip resampled at {timestep} s has {angles.shape[0]} steps, fewer than "
+                          f"sim_steps = {sim_steps}")
+    buf = np.zeros((n_worlds, sim_steps, angles.shape[1]), dtype=np.float32)
+    for w in range(n_worlds):
+        start = (w % parts) * sim_steps
+        buf[w] = angles[start:start + sim_steps]
+    return buf
+
+
+def tutorial_offsets(n_worlds: int, sim_steps: int, timestep: float = TIMESTEP) -> torch.Tensor:
+    """Start frames (float64 [n_worlds], at the clip's 330 Hz) of the same per-world snippets
+    as :func:`tutorial_buffer`, for ``spline_to_ctrl``/``replay(offsets=...)``."""
+    n_frames = _spotlight_snippet().joint_angles.shape[0]
+    n_total = len(np.arange(0, n_frames / SPOTLIGHT_FPS, timestep))  # FlyGym's output time grid
+    parts = n_total // sim_steps
+    if parts < 1:
+        raise FlyGymError(f"the clip resampled at {timestep} s has {n_total} steps, fewer than "
+                          f"sim_steps = {sim_steps}")
+    starts = (np.arange(n_worlds) % parts) * sim_steps
+    return torch.from_numpy(starts * timestep * SPOTLIGHT_FPS)
+
+
+def buffer_motion(buffer, fly, sim: Sim, timestep: float = TIMESTEP) -> Motion:
+    """A pre-expanded FlyGym buffer [W, steps, D] (one target per simulation step at
+    ``timestep``) as a flycuda Motion for ``sim`` (motion_to_ctrl then copies frame s
+    at step s exactly). Raises FlyGymError if the simulation steps another timestep."""
+    if sim.timestep != timestep:
+        raise FlyGymError(f"the buffer holds one target per {timestep:g} s step but the simulation steps "
+                          f"{sim.timestep:g} s: resample at the simulation's timestep")
+    a = torch.as_tensor(np.asarray(buffer), dtype=torch.float32)
+    names = dof_names(fly)
+    if a.dim() != 3 or a.shape[-1] != len(names):
+        raise FlyGymError(f"a FlyGym buffer must be [W, steps, {len(names)}], got {tuple(a.shape)}")
+    return Motion(a, 1.0 / timestep, names)
+
+
+MODELS = {"neuromechfly": False, "neuromechfly-capsules": True}  # name -> simplify_geom
+
+
+class Setup:
+    """NeuroMechFly in ``worlds`` worlds as FlyGym's tutorial sets it up (adhesion on
+    for all six legs), wrapped for flycuda: ``sim`` (flycuda Sim), ``gpu_sim``
+    (FlyGym's GPUSimulation), ``fly``, ``camera`` (name), ``act_ids`` [42]."""
+
+    def __init__(self, name: str, worlds: int, device=None, timestep: float = TIMESTEP):
+        if name not in MODELS:
+            raise FlyGymError(f"unknown FlyGym model {name!r}; choose from {', '.join(MODELS)}")
+        self.fly, world, cam = neuromechfly(simplify_geom=MODELS[name])
+        self.gpu_sim = gpu_simulation(world, worlds, device=device, timestep=timestep)
+        self.sim = wrap(self.gpu_sim)
+        self.camera = str(cam.name)
+        self.act_ids = actuator_ids(self.sim, self.fly)
+        wp, _ = _import_warp()
+        with wp.ScopedDevice(self.sim.wp_device):
+            self.gpu_sim.set_leg_adhesion_states(self.fly.name, np.ones((worlds, 6), dtype=np.float32))

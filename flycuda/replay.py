@@ -68,7 +68,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
            render_every: int = 0, renderer=None, frame_writer=None, profile: str | None = None,
            progress: bool = True, sim: Sim | None = None, nconmax: int | None = None,
            njmax: int | None = None, interp: str = "linear", act_ids: torch.Tensor | None = None,
-           keep_state: bool = False) -> ReplayResult:
+           keep_state: bool = False, warmup: float = 0.0) -> ReplayResult:
     """Replays ``motion`` in ``worlds`` MuJoCo Warp worlds of ``model``.
 
     Args:
@@ -96,6 +96,9 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
             ``motion.dof_names`` (see :meth:`Sim.actuator_ids`).
         keep_state: start from the worlds' current state (e.g. after FlyGym's
             warm-up) instead of putting the driven joints at their first targets.
+        warmup: seconds simulated before the replay with the controls held at the
+            first targets (as FlyGym's ``sim.warmup()``, which lets the fly settle on
+            the ground); not timed, not recorded.
 
     Returns:
         a :class:`ReplayResult` (its ``report()`` is what the CLI prints).
@@ -114,7 +117,9 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         raise ReplayError(f"sim has {sim.nworld} worlds but worlds={worlds}")
 
     run = _Run.setup(sim, motion, offs, duration, mode, record_every, interp, act_ids)
-    run.initial_state(keep_state)
+    if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
+        raise ReplayError(f"warmup must be >= 0 seconds, got {warmup!r}")
+    run.initial_state(keep_state, int(round(warmup / sim.timestep)))
     renders = _Renders(run, renderer, frame_writer, render_every)
     renders.first()
     bar = _progress_bar(progress, run.steps, worlds)
@@ -215,18 +220,22 @@ class _Run:
         op(self.buf, self.step, ctrl, self.act_ids, offsets=self.offs_dev, frames_per_step=self.fps_step,
            mode=self.mode, advance=advance)
 
-    def initial_state(self, keep_state: bool = False) -> None:
+    def initial_state(self, keep_state: bool = False, warmup_steps: int = 0) -> None:
         """Every joint starts at its first target (or, with ``keep_state``, where it
-        is); the initial state is history row 0."""
-        qpos = self.sim.view("qpos")
+        is), then ``warmup_steps`` steps with the controls held there; the state
+        reached is history row 0."""
+        qpos, ctrl = self.sim.view("qpos"), self.sim.view("ctrl")
         if not keep_state:
-            ctrl = self.sim.view("ctrl")
             init = torch.empty_like(ctrl)
             self.write_targets(init, 0)
             cols = self.act_ids.long()
             qpos[:, self.adrs.long()] = init[:, cols]
             ctrl[:, cols] = init[:, cols]
             self.sim.forward()
+        if warmup_steps:
+            self.write_targets(ctrl, 0)
+            for _ in range(warmup_steps):
+                self.sim.step()
         ops.record_qpos(qpos, self.adrs, self.history, self.step, every=self.record_every)
 
     def one_step(self, timed: bool = False) -> None:
@@ -392,7 +401,7 @@ def _results(run: _Run, renders: _Renders, cuda_graph, steps_per_graph: int, spl
         sim_seconds=run.steps * sim.timestep, wall_seconds=wall, jit_seconds=jit_seconds, split_seconds=split,
         peak_memory=_peak_memory(run.dev), rmse_per_dof=tracking_rmse(rec, tgt, sim.timestep, run.record_every),
         profile_summary=profile_summary, render_frames=renders.frames,
-        render_tiles=_tiles_of(renders.renderer, sim.nworld))
+        render_tiles=_tiles_of(renders.renderer, sim.nworld), interp=run.interp)
 
 
 def _tiles_of(renderer, worlds: int) -> int:

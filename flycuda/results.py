@@ -36,6 +36,9 @@ class ReplayResult:
     render_frames: int = 0     # mosaics rendered
     render_tiles: int = 0      # worlds in each
     out_dir: str = ""          # the output folder, when one was asked for
+    interp: str = "linear"     # targets between frames: linear or cubic
+    model: str = ""            # what was replayed (set by the CLI)
+    motion: str = ""
 
     @property
     def render_images_per_s(self) -> float:
@@ -74,6 +77,7 @@ class ReplayResult:
         lines = [
             f"flycuda replay: {self.worlds} worlds x {self.steps} steps of {self.timestep * 1e3:g} ms on {self.device}"
             f" ({'CUDA graph, ' + str(self.steps_per_graph) + ' step(s)/launch' if self.graph else 'eager'})",
+            *([f"  model          {self.model}; motion {self.motion}; {self.interp} targets"] if self.model else []),
             f"  simulated      {self.sim_seconds:.3f} s per world ({self.worlds * self.sim_seconds:.3f} s in all)",
             f"  wall (timed)   {self.wall_seconds:.3f} s for {self.timed_steps} steps   +  setup/JIT/first step {self.jit_seconds:.2f} s",
             f"  x real time    {self.realtime_factor:.3f}  ({self.world_steps_per_s:,.0f} world-steps/s)",

@@ -1,6 +1,8 @@
 """pytest configuration: device parametrization, GPU/Warp skips, seeded RNG."""
 
 import importlib.util
+import os
+import sys
 
 import pytest
 import torch
@@ -13,7 +15,14 @@ def pytest_collection_modifyitems(config, items):
     warp_ok = all(importlib.util.find_spec(m) is not None for m in ("warp", "mujoco_warp"))
     skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU and flycuda built with CUDA")
     skip_warp = pytest.mark.skip(reason="needs mujoco_warp and warp")
+    flygym_ok = sys.version_info >= (3, 12) and importlib.util.find_spec("flygym") is not None
+    if not flygym_ok and os.environ.get("FLYCUDA_REQUIRE_FLYGYM") == "1":
+        raise pytest.UsageError("FLYCUDA_REQUIRE_FLYGYM=1 (the FlyGym lane) but FlyGym cannot be imported "
+                                f"on Python {sys.version.split()[0]}")
+    skip_flygym = pytest.mark.skip(reason="needs FlyGym 2.x (Python >= 3.12; the FlyGym lane)")
     for item in items:
+        if "needs_flygym" in item.keywords and not flygym_ok:
+            item.add_marker(skip_flygym)
         if "needs_cuda" in item.keywords and not cuda_ok:
             item.add_marker(skip_cuda)
         if "needs_warp" in item.keywords and not warp_ok:

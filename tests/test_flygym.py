@@ -1,0 +1,269 @@
+"""flycuda on FlyGym's NeuroMechFly and Spotlight clip (the FlyGym lane: Python >= 3.12,
+flygym[warp] 2.1, mujoco-warp 3.16), on Warp's CPU device.
+
+* flycuda's replay loop vs FlyGym's GPU-tutorial loop (its Warp kernels: targets from
+  the pre-expanded buffer at a device counter, set_actuator_inputs, step, increment),
+  from the same state: joint angles equal bit for bit, with the pre-expanded buffer
+  (motion_to_ctrl copies) and with flycuda's cubic mode (spline_to_ctrl from 660
+  frames instead of [W, steps, 42]).
+* spline_to_ctrl's targets vs FlyGym's resampled angles at every simulation step.
+* NeuroMechFly rendered by flycuda vs mjw.render.
+* Bad input. The tests without FlyGym (missing FlyGym, old Python) run in every lane.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import warp as wp
+
+import flycuda
+from flycuda import flygym as fg
+from flycuda.bridge import BridgeError
+from flycuda.motion import Motion, MotionError
+from flycuda.replay import ReplayError, replay
+
+needs_flygym = pytest.mark.needs_flygym
+W, STEPS, WARMUP = 3, 200, 20  # worlds, compared steps, warm-up steps (FlyGym's sim.warmup)
+
+
+# --- FlyGym's tutorial loop (flygym_demo/benchmark/time_gpu_simulation.py), eagerly ---------
+
+@wp.kernel
+def update_target_angles_kernel(dof_angles_all_worlds_gpu: wp.array3d(dtype=float),
+                                step_counter_gpu: wp.array(dtype=int),
+                                curr_target_angles_gpu: wp.array2d(dtype=float)):
+    world_id, actuator_id = wp.tid()
+    step = step_counter_gpu[0]
+    curr_target_angles_gpu[world_id, actuator_id] = dof_angles_all_worlds_gpu[world_id, step, actuator_id]
+
+
+@wp.kernel
+def increment_counter_kernel(step_counter_gpu: wp.array(dtype=int)):
+    step_counter_gpu[0] = step_counter_gpu[0] + 1
+
+
+def _qpos_adrs(gpu_sim, fly) -> np.ndarray:
+    """qpos address of each actuated DOF, from MuJoCo's joint names (not flycuda's mapping)."""
+    import mujoco
+
+    m = gpu_sim.mj_model
+    jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, f"{fly.name}/{n}") for n in fg.dof_names(fly)]
+    assert min(jids) >= 0
+    return m.jnt_qposadr[jids]
+
+
+def _flygym_tutorial_loop(setup: fg.Setup, buffer: np.ndarray) -> torch.Tensor:
+    """FlyGym's loop over the pre-expanded buffer; joint angles after every step [W, steps, D]."""
+    from flygym.compose import ActuatorType
+
+    update, increment = update_target_angles_kernel, increment_counter_kernel
+    gs, fly = setup.gpu_sim, setup.fly
+    adrs = torch.from_numpy(_qpos_adrs(gs, fly)).long()
+    out = []
+    with wp.ScopedDevice("cpu"):
+        buf = wp.array(buffer)
+        targets = wp.zeros((W, buffer.shape[2]), dtype=wp.float32)
+        counter = wp.array([0], dtype=wp.int32)
+        for _ in range(buffer.shape[1]):
+            wp.launch(update, dim=(W, buffer.shape[2]), inputs=[buf, counter], outputs=[targets])
+            gs.set_actuator_inputs(fly.name, ActuatorType.POSITION, targets)
+            gs.step()
+            wp.launch(increment, dim=1, outputs=[counter])
+            out.append(wp.to_torch(gs.mjw_data.qpos)[:, adrs].clone())
+    return torch.stack(out, dim=1)
+
+
+def _warmed_up_setup() -> fg.Setup:
+    setup = fg.Setup("neuromechfly", W, device="cpu")
+    with wp.ScopedDevice("cpu"):
+        for _ in range(WARMUP):  # FlyGym's sim.warmup(), shortened
+            setup.gpu_sim.step()
+    return setup
+
+
+@pytest.fixture(scope="module")
+def flygym_run():
+    """FlyGym's own loop on its pre-expanded buffer (per-world snippets of STEPS steps)."""
+    setup = _warmed_up_setup()
+    buffer = fg.tutorial_buffer(setup.fly, W, STEPS)
+    assert len({buffer[w, 0].tobytes() for w in range(W)}) == W, "every world needs its own snippet"
+    angles = _flygym_tutorial_loop(setup, buffer)
+    assert (angles[:, -1] - angles[:, 0]).abs().max() > 0.05, "the legs must move for the comparison to count"
+    return buffer, angles
+
+
+def _flycuda_run(motion_of, interp: str, **kw):
+    setup = _warmed_up_setup()
+    motion = motion_of(setup)
+    res = replay(motion=motion, worlds=W, duration=STEPS * setup.sim.timestep, sim=setup.sim,
+                                act_ids=setup.act_ids, keep_state=True, interp=interp, progress=False, **kw)
+    assert res.steps == STEPS
+    return res
+
+
+@needs_flygym
+def test_replay_equals_flygym_tutorial_loop_pre_expanded(flygym_run):
+    """The same buffer through motion_to_ctrl: bit-identical joint angles at every step."""
+    buffer, expected = flygym_run
+    res = _flycuda_run(lambda s: fg.buffer_motion(buffer, s.fly, s.sim), "linear")
+    assert torch.equal(res.recorded[:, 1:], expected), \
+        f"max |diff| {float((res.recorded[:, 1:] - expected).abs().max())} rad"
+
+
+@needs_flygym
+def test_cubic_replay_equals_flygym_tutorial_loop(flygym_run):
+    """spline_to_ctrl from the 660-frame clip, at the same per-world snippets: the same
+    targets to the bit, so the same joint angles as FlyGym's pre-expanded run."""
+    buffer, expected = flygym_run
+    res = _flycuda_run(lambda s: fg.spotlight(s.fly), "cubic", offsets=fg.tutorial_offsets(W, STEPS))
+    assert torch.equal(res.targets[:, :STEPS], torch.from_numpy(buffer)), "targets differ from FlyGym's buffer"
+    diff = (res.recorded[:, 1:] - expected).abs()
+    assert torch.equal(res.recorded[:, 1:], expected), f"max |diff| {float(diff.max())} rad"
+
+
+def _ulps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Distance in float32 units in the last place (same-sign values)."""
+    return (a.view(torch.int32).long() - b.view(torch.int32).long()).abs()
+
+
+@needs_flygym
+def test_cubic_targets_equal_flygym_resampled_angles():
+    """At every simulation step of the clip (20,000 at 1e-4 s), spline_to_ctrl's target
+    equals FlyGym's resampled angle rounded to float32. Measured: 0 ulp everywhere; the
+    bound asserted is 1 ulp (float32 rounding of float64 values that may differ in the
+    last float64 bits)."""
+    fly = fg.neuromechfly()[0]
+    expected = torch.from_numpy(fg.flygym_targets(fly).astype(np.float32))  # [steps, 42]
+    motion = fg.spotlight(fly)
+    coeffs, D = motion.spline(), len(motion.dof_names)
+    n = expected.shape[0]
+    # One "world" per step: step s at frame offset s * fps * dt (step counter at 0) ...
+    got = torch.empty(n, D)
+    offs = torch.arange(n, dtype=torch.float64) * (fg.SPOTLIGHT_FPS * fg.TIMESTEP)
+    flycuda.spline_to_ctrl(coeffs, flycuda.new_step_counter(), got, torch.arange(D), offsets=offs,
+                           frames_per_step=0.0)
+    assert _ulps(got, expected).max() <= 1
+    assert (got != expected).float().mean() <= 1e-6
+    # ... and through the device counter, as the replay reads it (every 7th step).
+    step, row = flycuda.new_step_counter(), torch.empty(1, D)
+    for s in range(0, n, 7):
+        step[0] = s
+        flycuda.spline_to_ctrl(coeffs, step, row, torch.arange(D), frames_per_step=fg.SPOTLIGHT_FPS * fg.TIMESTEP)
+        assert _ulps(row[0], expected[s]).max() <= 1, s
+
+
+@needs_flygym
+def test_target_memory_is_o_of_the_clip():
+    """The cubic pieces of the clip vs FlyGym's pre-expanded buffer for 1000 worlds x 2 s."""
+    motion = fg.spotlight(fg.neuromechfly()[0])
+    pieces = motion.spline().numel() * 8
+    buffer = 1000 * 20000 * 42 * 4
+    assert pieces < 1e6 and buffer / pieces > 3000
+
+
+@needs_flygym
+def test_actuator_ids_follow_flygym_order():
+    setup = fg.Setup("neuromechfly", 2, device="cpu")
+    from flygym.compose import ActuatorType
+
+    internal = setup.gpu_sim._intern_actuatorids_by_type_by_fly[ActuatorType.POSITION][setup.fly.name]
+    assert setup.act_ids.tolist() == list(np.asarray(internal))
+    assert setup.sim.qpos_adrs(setup.act_ids).tolist() == _qpos_adrs(setup.gpu_sim, setup.fly).tolist()
+    assert setup.sim.view("qpos").data_ptr() == setup.gpu_sim.mjw_data.qpos.ptr  # zero-copy
+
+
+@needs_flygym
+@pytest.mark.parametrize("model", ["neuromechfly", "neuromechfly-capsules"])
+def test_neuromechfly_render_matches_mujoco_warp(model):
+    """Per-world segmentation IoU >= 0.98 and median depth error <= 1% vs mjw.render, with
+    the worlds in different poses (each replayed a different snippet)."""
+    import mujoco_warp as mjw
+
+    from test_render_tiles import _render
+
+    setup = fg.Setup(model, 2, device="cpu")
+    motion = fg.spotlight(setup.fly)
+    replay(motion=motion, worlds=2, duration=0.003, sim=setup.sim, act_ids=setup.act_ids,
+                          interp="cubic", offsets=[0.0, 1.0], progress=False)
+    sim, cam, Wd, H = setup.sim, setup.camera, 64, 48
+    tr = _render(sim, cam, Wd, H)
+    with wp.ScopedDevice("cpu"):
+        rc = mjw.create_render_context(sim.mjm, nworld=2, cam_res=(Wd, H), render_rgb=True, render_depth=True,
+                                       render_seg=True, cam_active=[sim.camera_id(cam)])
+        mjw.refit_bvh(sim.model, sim.data, rc)
+        mjw.render(sim.model, sim.data, rc)
+        seg = wp.zeros((2, H, Wd), dtype=wp.vec2i)
+        depth = wp.zeros((2, H, Wd), dtype=wp.float32)
+        mjw.get_segmentation(rc, 0, seg)
+        mjw.get_depth(rc, 0, 1.0e6, depth)
+    m_seg, m_depth = wp.to_torch(seg)[..., 0], wp.to_torch(depth) * 1.0e6
+    for w in range(2):
+        a, b = tr.seg[w], m_seg[w]
+        fg_px = (a >= 0) | (b >= 0)
+        assert len(torch.unique(a[a >= 0])) >= 10  # the floor and many parts of the fly are in view
+        iou = ((a == b) & fg_px).sum() / fg_px.sum()
+        assert iou >= 0.98, (model, w, float(iou))
+        both = (a == b) & (a >= 0)
+        rel = ((tr.depth[w][both] - m_depth[w][both]).abs() / m_depth[w][both]).median()
+        assert rel <= 0.01, (model, w, float(rel))
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+def test_old_python_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(sys, "version_info", (3, 11, 7, "final", 0))
+    with pytest.raises(fg.FlyGymError, match=r"FlyGym 2.x needs Python >= 3.12; this is Python"):
+        fg.require()
+    assert not fg.available()
+
+
+def test_missing_flygym_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(sys, "version_info", (3, 12, 1, "final", 0))
+    monkeypatch.setitem(sys.modules, "flygym", None)  # import flygym -> ImportError
+    monkeypatch.setitem(sys.modules, "flygym.compose", None)
+    with pytest.raises(fg.FlyGymError, match=r"FlyGym is not installed .*pip install 'flycuda\[flygym\]'"):
+        fg.neuromechfly()
+
+
+def test_cli_without_flygym_exits_2_with_one_line(tmp_path):
+    """--model neuromechfly where FlyGym cannot be imported (blocked here in a subprocess)."""
+    code = ("import sys; sys.modules['flygym'] = None; sys.modules['flygym.compose'] = None; "
+            "from flycuda.cli import main; sys.exit(main(['replay', '--model', 'neuromechfly', '--device', 'cpu', "
+            "'--no-progress', '--duration', '0.001']))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("flycuda:")]
+    assert len(lines) == 1 and ("FlyGym is not installed" in lines[0] or "needs Python >= 3.12" in lines[0])
+
+
+def test_spotlight_needs_neuromechfly():
+    from flycuda.cli import main
+
+    assert main(["replay", "--motion", "spotlight", "--device", "cpu", "--no-progress"]) == 2
+
+
+def test_clip_shorter_than_one_frame():
+    with pytest.raises(MotionError, match="T >= 1"):
+        Motion(torch.zeros(0, 42), 330.0, tuple(f"d{i}" for i in range(42)))
+
+
+@needs_flygym
+def test_wrong_dof_names_and_mismatched_timestep():
+    setup = fg.Setup("neuromechfly", 1, device="cpu")
+    bad = Motion(torch.zeros(5, 2), 330.0, ("c_thorax-lf_coxa-yaw", "lf_wing-yaw"))
+    with pytest.raises(BridgeError, match=r"2 of 2 motion DOFs match no actuator"):
+        setup.sim.actuator_ids(bad.dof_names)  # FlyGym names carry the fly's prefix in the model
+    with pytest.raises(ReplayError, match=r"act_ids must have shape \[2\]"):
+        replay(motion=bad, worlds=1, sim=setup.sim, act_ids=setup.act_ids, progress=False)
+    buf = fg.tutorial_buffer(setup.fly, 1, 10, timestep=2e-4)
+    with pytest.raises(fg.FlyGymError, match=r"one target per 0.0002 s step but the simulation steps 0.0001 s"):
+        fg.buffer_motion(buf, setup.fly, setup.sim, timestep=2e-4)
+    with pytest.raises(fg.FlyGymError, match="unknown FlyGym model 'nmf'"):
+        fg.Setup("nmf", 1)
+    with pytest.raises(fg.FlyGymError, match="wrap needs a flygym.warp.GPUSimulation"):
+        fg.wrap(object())
