@@ -1,14 +1,17 @@
 """Benchmark: flycuda's tile renderer vs MuJoCo Warp's renderer, same scene, camera, size.
 
-  flycuda   flycuda.render_tiles (TileRenderer): RGB tiles, 1 sample, no shadows
+  flycuda   flycuda.render_tiles (TileRenderer): RGB tiles, 1 sample, shadows as --shadows
   mjwarp    mjw.refit_bvh + mjw.render + mjw.get_rgb (MuJoCo Warp's pipeline per frame)
 
-Both render every world from the same camera at the same resolution (RGB only);
-reported: images/s, Mpixels/s and the speed-up. On CUDA each renderer is timed
-over --frames frames after warm-up (synchronized); on CPU likewise on Warp's CPU device.
+Scenes: fly (the built-in hexapod, capsules), primitives, and with FlyGym installed
+neuromechfly (69 meshes, ~115k triangles) and neuromechfly-capsules (FlyGym's
+capsule-simplified variant), from the fly's tracking camera. Both renderers draw
+every world from the same camera at the same resolution (RGB only); reported:
+images/s, Mpixels/s, primary rays/s per CPU core (CPU) and the speed-up. Each
+renderer is timed over --frames frames after warm-up (synchronized).
 
     python bench/bench_render.py                               # CUDA: 8/100/1000 worlds
-    python bench/bench_render.py --device cpu --worlds 4 8 --scene fly
+    python bench/bench_render.py --device cpu --worlds 4 8 --scenes fly neuromechfly --shadows both
 """
 
 import argparse
@@ -47,55 +50,87 @@ def _time(fn, sim, frames, repeats):
     return statistics.median(runs)
 
 
-def bench(scene: str, device: str, worlds: int, size, frames: int, repeats: int):
-    import mujoco_warp as mjw
-    import warp as wp
+SCENES = ["fly", "primitives", "neuromechfly", "neuromechfly-capsules"]
 
+
+def make_scene(scene: str, device: str, worlds: int):
+    """(sim, camera) of a scene, a few steps in (NeuroMechFly: a few replayed steps, so
+    the worlds' poses differ)."""
     from flycuda.model import primitives_xml
-    from flycuda.render import MjwRenderer, TileRenderer
 
+    if scene.startswith("neuromechfly"):
+        from flycuda import flygym as fg
+        from flycuda.replay import replay
+
+        setup = fg.Setup(scene, worlds, device=device)
+        replay(motion=fg.spotlight(setup.fly), worlds=worlds, duration=0.002, sim=setup.sim, act_ids=setup.act_ids,
+               interp="cubic", snippet=0.5, progress=False)
+        return setup.sim, setup.camera
     src, cam = (None, "track") if scene == "fly" else (primitives_xml(), "overview")
     sim = Sim.build(src, worlds, device=device)
     for _ in range(5):
         sim.step()
+    return sim, cam
+
+
+def bench(sim, cam, size, frames: int, repeats: int, shadows: bool):
+    import warp as wp
+
+    from flycuda.render import MjwRenderer, TileRenderer
+
     W, H = size
-    ours = TileRenderer(sim, cam, W, H)
-    theirs = MjwRenderer(sim, cam, W, H)
+    ours = TileRenderer(sim, cam, W, H, shadows=shadows)
+    theirs = MjwRenderer(sim, cam, W, H, shadows=shadows)
     with wp.ScopedDevice(sim.wp_device):
         t_ours = _time(ours.render, sim, frames, repeats)
         t_mjw = _time(theirs.render, sim, frames, repeats)
-    del mjw
     return t_ours, t_mjw
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda" if flycuda.cuda_ready() else "cpu", choices=["cpu", "cuda"])
-    p.add_argument("--scene", default="fly", choices=["fly", "primitives"])
+    p.add_argument("--scenes", nargs="+", default=None, choices=SCENES,
+                   help="default: fly, plus neuromechfly when FlyGym is installed")
+    p.add_argument("--scene", default=None, choices=SCENES, help="one scene (same as --scenes SCENE)")
     p.add_argument("--worlds", type=int, nargs="+", default=None)
     p.add_argument("--sizes", nargs="+", default=None, help="WxH, e.g. 64x64 320x240")
+    p.add_argument("--shadows", choices=["off", "on", "both"], default="off")
     p.add_argument("--frames", type=int, default=None)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-record", action="store_true")
     args = p.parse_args(argv)
+    from flycuda import flygym as fg
+
+    scenes = [args.scene] if args.scene else args.scenes or (["fly", "neuromechfly"] if fg.available() else ["fly"])
+    if any(s.startswith("neuromechfly") for s in scenes):
+        fg.require()  # one clear line when FlyGym is missing
     worlds = args.worlds or ([8, 100, 1000] if args.device == "cuda" else [4, 8])
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES
     frames = args.frames or (50 if args.device == "cuda" else 5)
+    shadow_modes = {"off": [False], "on": [True], "both": [False, True]}[args.shadows]
+    cores = torch.get_num_threads()
     rows = []
-    for n in worlds:
-        for size in sizes:
-            t_ours, t_mjw = bench(args.scene, args.device, n, size, frames, args.repeats)
-            px = n * size[0] * size[1]
-            rows.append([n, f"{size[0]}x{size[1]}", f"{n / t_ours:,.0f}", f"{n / t_mjw:,.0f}",
-                         f"{px / t_ours / 1e6:,.1f}", f"{px / t_mjw / 1e6:,.1f}", f"{t_mjw / t_ours:.2f}x"])
-            print(f"{n} worlds {size}: flycuda {n / t_ours:,.0f} img/s, mjwarp {n / t_mjw:,.0f} img/s", flush=True)
-    table = format_table(["worlds", "size", "flycuda img/s", "mjwarp img/s", "flycuda Mpx/s", "mjwarp Mpx/s",
-                          "speed-up"], rows)
+    for scene in scenes:
+        for n in worlds:
+            sim, cam = make_scene(scene, args.device, n)
+            for size in sizes:
+                for shadows in shadow_modes:
+                    t_ours, t_mjw = bench(sim, cam, size, frames, args.repeats, shadows)
+                    px = n * size[0] * size[1]
+                    per_core = f"{px / t_ours / cores / 1e6:,.2f}" if args.device == "cpu" else "n/a"
+                    rows.append([scene, n, f"{size[0]}x{size[1]}", "on" if shadows else "off",
+                                 f"{n / t_ours:,.0f}", f"{n / t_mjw:,.0f}", f"{px / t_ours / 1e6:,.1f}",
+                                 f"{px / t_mjw / 1e6:,.1f}", per_core, f"{t_mjw / t_ours:.2f}x"])
+                    print(f"{scene} {n} worlds {size} shadows {shadows}: flycuda {n / t_ours:,.0f} img/s, "
+                          f"mjwarp {n / t_mjw:,.0f} img/s", flush=True)
+    table = format_table(["scene", "worlds", "size", "shadows", "flycuda img/s", "mjwarp img/s", "flycuda Mpx/s",
+                          "mjwarp Mpx/s", "flycuda Mrays/s/core", "speed-up"], rows)
     print(table)
     if not args.no_record:
-        append_results(f"bench_render: tile renderer vs mjw.render, {args.scene} scene", args.device, table,
-                       notes=f"RGB only, 1 sample, no shadows; {frames} frames per run, median of {args.repeats}; "
-                             "mjwarp = refit_bvh + render + get_rgb")
+        append_results(f"bench_render: tile renderer vs mjw.render ({', '.join(scenes)})", args.device, table,
+                       notes=f"RGB only, 1 sample; {frames} frames per run, median of {args.repeats}; "
+                             f"mjwarp = refit_bvh + render + get_rgb; rays/s/core = primary rays / {cores} threads")
 
 
 if __name__ == "__main__":

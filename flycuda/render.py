@@ -116,7 +116,7 @@ class TileRenderer:
 class MjwRenderer:
     """MuJoCo Warp's renderer for one camera of every world of ``sim``."""
 
-    def __init__(self, sim, camera: str = "track", width: int = 64, height: int = 48):
+    def __init__(self, sim, camera: str = "track", width: int = 64, height: int = 48, shadows: bool = False):
         if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
             raise RenderError(f"render size must be positive integers, got {width}x{height}")
         import mujoco_warp as mjw
@@ -128,7 +128,7 @@ class MjwRenderer:
         with wp.ScopedDevice(sim.wp_device):
             self.rc = mjw.create_render_context(sim.mjm, nworld=sim.nworld, cam_res=(width, height),
                                                 render_rgb=True, render_depth=False, render_seg=False,
-                                                cam_active=[cam])
+                                                cam_active=[cam], use_shadows=bool(shadows))
             self._rgb = wp.zeros((sim.nworld, height, width), dtype=wp.vec3, device=sim.wp_device)
         self._rgb_t = wp.to_torch(self._rgb)  # [W, H, Wd, 3] float in [0, 1], zero-copy
         self.tiles = torch.empty(sim.nworld, height, width, 3, dtype=torch.uint8, device=sim.device)
