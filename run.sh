@@ -43,20 +43,21 @@ find_py312() {  # a Python >= 3.12 (FlyGym 2.x), preferring 3.12
 
 if [ -n "${FLYCUDA_PYTHON:-}" ]; then
   PY="$FLYCUDA_PYTHON"
-  LANE="$("$PY" -c 'import importlib.util as u; print("flygym" if u.find_spec("flygym") else "latest")')"
+  LANE="${FLYCUDA_LANE:-$("$PY" -c 'import importlib.util as u, sys
+print("flygym" if sys.version_info >= (3, 12) and u.find_spec("flygym_demo") else "latest")')}"
 else
   LANE="${FLYCUDA_LANE:-}"
   BASE="${FLYCUDA_BASE_PYTHON:-}"
   if [ -z "$BASE" ] && [ "$LANE" != "latest" ]; then BASE="$(find_py312 || true)"; fi
   if [ -z "$LANE" ]; then
-    case "$(py_minor "${BASE:-python3}")" in 3.1[2-9]) LANE=flygym ;; *) LANE=latest ;; esac
+    case "$(py_minor "${BASE:-python3}")" in 3.12|3.13) LANE=flygym ;; *) LANE=latest ;; esac
   fi
   BASE="${BASE:-python3}"
   case "$LANE" in
     flygym) VENV="${FLYCUDA_VENV:-.venv-flygym}"; REQS=requirements-flygym.txt
             case "$(py_minor "$BASE")" in
-              3.1[2-9]) ;;
-              *) echo "run.sh: the flygym lane needs Python >= 3.12 (FlyGym 2.x); found none (set FLYCUDA_BASE_PYTHON, or FLYCUDA_LANE=latest)" >&2; exit 2 ;;
+              3.12|3.13) ;;
+              *) echo "run.sh: the flygym lane needs Python 3.12 or 3.13 (FlyGym 2.x; its pinned wheels); got '$BASE' (set FLYCUDA_BASE_PYTHON, or FLYCUDA_LANE=latest)" >&2; exit 2 ;;
             esac ;;
     latest) VENV="${FLYCUDA_VENV:-.venv}"; REQS=requirements.txt ;;
     *) echo "run.sh: FLYCUDA_LANE must be flygym or latest, got '$LANE'" >&2; exit 2 ;;

@@ -59,9 +59,11 @@ FrameMode check_the_rest(const char* kOpName, int64_t D, const at::Tensor& step,
     CHECK_SIZE(offsets, 0, ctrl.size(0));
     CHECK_CONTIGUOUS(offsets);
     CHECK_NOT_ALIASED(ctrl, offsets);
+    CHECK_NOT_ALIASED(step, offsets);
   }
   CHECK_NOT_ALIASED(ctrl, act_ids);
   CHECK_NOT_ALIASED(ctrl, step);
+  CHECK_NOT_ALIASED(step, act_ids);
   FLYCUDA_CHECK_VALUE(std::isfinite(frames_per_step),
                       "argument 'frames_per_step' must be finite, got ", frames_per_step);
   FLYCUDA_CHECK_VALUE(mode == "clamp" || mode == "loop",
@@ -89,7 +91,7 @@ FrameMode check_motion_to_ctrl(const at::Tensor& motion, const at::Tensor& step,
   CHECK_CONTIGUOUS(motion);
   check_recording(kOpName, "motion", motion, ctrl.size(0));
   CHECK_NOT_ALIASED(ctrl, motion);
-  CHECK_NOT_ALIASED(motion, step);
+  CHECK_NOT_ALIASED(step, motion);
   return check_the_rest(kOpName, motion.size(2), step, ctrl, act_ids, offsets, frames_per_step,
                         mode, advance, check_values);
 }
@@ -109,7 +111,7 @@ FrameMode check_spline_to_ctrl(const at::Tensor& coeffs, const at::Tensor& step,
   CHECK_CONTIGUOUS(coeffs);
   check_recording(kOpName, "coeffs", coeffs, ctrl.size(0));
   CHECK_NOT_ALIASED(ctrl, coeffs);
-  CHECK_NOT_ALIASED(coeffs, step);
+  CHECK_NOT_ALIASED(step, coeffs);
   return check_the_rest(kOpName, coeffs.size(3), step, ctrl, act_ids, offsets, frames_per_step,
                         mode, advance, check_values);
 }

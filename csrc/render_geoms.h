@@ -179,27 +179,60 @@ FLYCUDA_HOST_DEVICE inline float hit_triangle(V3 o, V3 d, const float* tri, V3* 
 // BVH: bounds [N, 6] (lo, hi); index [N, 2]: internal (left, right), leaf (first tri, -count).
 // The links are validated on the host; nodes outside [0, nnode) are skipped and
 // a ray stops after kMaxVisits nodes, so a corrupted BVH cannot hang a kernel.
+//
+// Nearer child first: both children's boxes are tested at their parent and pushed
+// far-then-near with their entry distances, and a popped node whose entry is no
+// nearer than the best hit so far (initially tmax: a closer hit on another geom)
+// is skipped. any_hit (shadow rays) returns the first triangle closer than tmax.
+FLYCUDA_HOST_DEVICE inline float node_entry(V3 o, V3 d, const float* bounds, int32_t node, int32_t nnode,
+                                            float tmax) {
+  if (node < 0 || node >= nnode) return kInf;
+  const float* b = bounds + 6 * static_cast<int64_t>(node);
+  return slab(o, d, v3(b[0], b[1], b[2]), v3(b[3], b[4], b[5]), tmax, nullptr);
+}
+
 FLYCUDA_HOST_DEVICE inline Hit hit_mesh(V3 o, V3 d, int32_t root, const float* bounds,
-                                        const int32_t* index, const float* tris, int32_t nnode) {
+                                        const int32_t* index, const float* tris, int32_t nnode,
+                                        float tmax, bool any_hit) {
   Hit best = miss();
+  best.t = tmax;
   int32_t stack[kStack];
+  float entry[kStack];
   int sp = 0;
-  stack[sp++] = root;
+  const float t_root = node_entry(o, d, bounds, root, nnode, best.t);
+  if (t_root < kInf) {
+    stack[sp] = root;
+    entry[sp++] = t_root;
+  }
   for (int32_t visits = 0; sp > 0 && visits < kMaxVisits; ++visits) {
-    const int32_t node = stack[--sp];
-    if (node < 0 || node >= nnode) continue;
-    const float* b = bounds + 6 * static_cast<int64_t>(node);
-    if (slab(o, d, v3(b[0], b[1], b[2]), v3(b[3], b[4], b[5]), best.t, nullptr) >= kInf) continue;
+    --sp;
+    const int32_t node = stack[sp];
+    if (entry[sp] > best.t) continue;  // a closer hit was found after it was pushed
     const int32_t a = index[2 * static_cast<int64_t>(node)], c = index[2 * static_cast<int64_t>(node) + 1];
     if (c < 0) {  // leaf
       for (int64_t k = a; k < static_cast<int64_t>(a) - c; ++k) {
         V3 n = v3(0.f, 0.f, 1.f);
         const float t = hit_triangle(o, d, tris + 9 * k, &n);
-        if (t < best.t) { best.t = t; best.n = n; }
+        if (t < best.t) {
+          best.t = t;
+          best.n = n;
+          if (any_hit) return best;
+        }
       }
-    } else if (sp + 2 <= kStack) {
-      stack[sp++] = c;
-      stack[sp++] = a;
+      continue;
+    }
+    const float ta = node_entry(o, d, bounds, a, nnode, best.t);
+    const float tc = node_entry(o, d, bounds, c, nnode, best.t);
+    const bool a_first = ta <= tc;  // pushed last, popped first
+    const int32_t near_node = a_first ? a : c, far_node = a_first ? c : a;
+    const float t_near = a_first ? ta : tc, t_far = a_first ? tc : ta;
+    if (t_far < kInf && sp < kStack) {
+      stack[sp] = far_node;
+      entry[sp++] = t_far;
+    }
+    if (t_near < kInf && sp < kStack) {
+      stack[sp] = near_node;
+      entry[sp++] = t_near;
     }
   }
   return best;
@@ -208,7 +241,7 @@ FLYCUDA_HOST_DEVICE inline Hit hit_mesh(V3 o, V3 d, int32_t root, const float* b
 // The intersection of a local-frame ray with geom `type` (sizes s, mesh root).
 FLYCUDA_HOST_DEVICE inline Hit hit_geom(int32_t type, V3 o, V3 d, V3 s, int32_t root,
                                         const float* bounds, const int32_t* index, const float* tris,
-                                        int32_t nnode) {
+                                        int32_t nnode, float tmax, bool any_hit) {
   switch (type) {
     case kPlane: return hit_plane(o, d, s.x, s.y);
     case kSphere: return hit_sphere(o, d, v3(0.f, 0.f, 0.f), s.x);
@@ -216,7 +249,7 @@ FLYCUDA_HOST_DEVICE inline Hit hit_geom(int32_t type, V3 o, V3 d, V3 s, int32_t 
     case kEllipsoid: return hit_ellipsoid(o, d, s);
     case kCylinder: return hit_cylinder(o, d, s.x, s.y);
     case kBox: return hit_box(o, d, s);
-    case kMesh: return root >= 0 ? hit_mesh(o, d, root, bounds, index, tris, nnode) : miss();
+    case kMesh: return root >= 0 ? hit_mesh(o, d, root, bounds, index, tris, nnode, tmax, any_hit) : miss();
     default: return miss();
   }
 }

@@ -112,7 +112,7 @@ FLYCUDA_HOST_DEVICE inline RayResult trace(const Scene& sc, int64_t w, const flo
     const float* R = sc.xmat + w * sc.xmat_s0 + g * sc.xmat_s1;
     const V3 ol = matTvec(R, sub(o, c)), dl = matTvec(R, d);
     const Hit h = hit_geom(sc.geom_info[2 * k], ol, dl, v3(P[0], P[1], P[2]), sc.geom_info[2 * k + 1],
-                           sc.bounds, sc.index, sc.tris, sc.nnode);
+                           sc.bounds, sc.index, sc.tris, sc.nnode, r.t, any_hit);
     if (h.t < r.t) {
       r.k = static_cast<int32_t>(k);
       r.t = h.t;

@@ -170,7 +170,9 @@ class Sim:
 
     def actuator_ids(self, names: Sequence[str]) -> torch.Tensor:
         """int32 [D] actuator index per name; a name matches an actuator's name or
-        the name of the joint it drives. Raises BridgeError listing what did not match."""
+        the name of the joint it drives, with or without a ``prefix/`` (FlyGym names
+        a fly's joints ``<fly>/<dof>``) when that is unambiguous. Raises BridgeError
+        listing what did not match."""
         import mujoco
 
         acts = self._names(mujoco.mjtObj.mjOBJ_ACTUATOR, self.mjm.nu)
@@ -179,9 +181,18 @@ class Sim:
         for i in range(self.mjm.nu):
             if int(self.mjm.actuator_trntype[i]) == int(mujoco.mjtTrn.mjTRN_JOINT):
                 by_name.setdefault(joints[self.mjm.actuator_trnid[i, 0]], i)
+        by_suffix: dict[str, list[int]] = {}  # "nmf/lf_coxa-yaw" also answers to "lf_coxa-yaw"
+        for full, i in by_name.items():
+            if "/" in full:
+                by_suffix.setdefault(full.split("/", 1)[1], []).append(i)
         ids, missing = [], []
         for n in names:
-            (ids.append(by_name[n]) if n in by_name else missing.append(n))
+            if n in by_name:
+                ids.append(by_name[n])
+            elif len(set(by_suffix.get(n, []))) == 1:  # a prefixed name (FlyGym: "<fly>/<dof>"), if unique
+                ids.append(by_suffix[n][0])
+            else:
+                missing.append(n)
         if missing:
             avail = sorted(by_name)
             shown = ", ".join(avail[:12]) + (f", ... ({len(avail)} in all)" if len(avail) > 12 else "")

@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="between recorded frames: linear (motion_to_ctrl) or cubic (spline_to_ctrl, FlyGym's "
                         "resampling; the default for spotlight)")
     r.add_argument("--warmup", type=_nonnegative_float, default=None, metavar="SECONDS",
-                   help="settle with the first targets before the replay (default: FlyGym's 0.05 s for "
-                        "neuromechfly, 0 otherwise)")
+                   help="settle before the replay, the driven joints held at their first targets (default "
+                        "0.05 s for neuromechfly, the length of FlyGym's sim.warmup(), which holds the neutral "
+                        "pose instead; 0 otherwise)")
     r.add_argument("--mode", choices=["clamp", "loop"], default="clamp",
                    help="past the recording's end: hold the last frame (clamp) or wrap (loop)")
     r.add_argument("--device", choices=["cuda", "cpu"], default=None,
@@ -165,9 +166,15 @@ NAMED_MOTIONS = ("tripod", "spotlight")
 
 
 def _check_paths(args) -> None:
-    for path, what in ((args.model, "model"), (args.motion, "motion")):
-        if path is not None and path not in NAMED_MODELS + NAMED_MOTIONS and not os.path.isfile(path):
-            raise FileNotFoundError(f"{what} file not found: {path}")
+    for path, what, names in ((args.model, "model", NAMED_MODELS), (args.motion, "motion", NAMED_MOTIONS)):
+        if path is not None and path not in names and not os.path.isfile(path):
+            raise FileNotFoundError(f"{what} file not found: {path} (or name one of: {', '.join(names)})")
+    nmf = (args.model or "hexapod") in NAMED_MODELS[1:]
+    if args.motion == "spotlight" and not nmf:
+        raise ValueError("--motion spotlight is NeuroMechFly's recording: use it with --model neuromechfly")
+    if args.motion == "tripod" and nmf:
+        raise ValueError("--motion tripod drives the built-in hexapod: use --model hexapod (or a recording "
+                         "named with NeuroMechFly's DOFs)")
     for path in (args.record, args.json, args.profile, args.render, args.frames, args.plot):
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise FileNotFoundError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
@@ -188,25 +195,26 @@ def _device(args) -> str:
 def _setup(args, device: str, n: int):
     """The worlds and what drives them: (sim, motion, act_ids or None, camera, interp, warmup)."""
     from .bridge import Sim
-    from .motion import MotionError, load_motion, tripod_gait
+    from .motion import load_motion, tripod_gait
 
     model = args.model or "hexapod"
-    if model.startswith("neuromechfly"):
+    nmf = model in NAMED_MODELS[1:]
+    own = args.motion not in (None, "spotlight", "tripod")
+    motion = load_motion(args.motion) if own else None  # a bad file fails before any build
+    if nmf:
         from . import flygym as fg
 
         setup = fg.Setup(model, n, device=device)
         sim, act_ids, camera, warmup = setup.sim, setup.act_ids, setup.camera, 0.05
-        motion = fg.spotlight(setup.fly) if args.motion in (None, "spotlight") else load_motion(args.motion)
-        if args.motion not in (None, "spotlight"):
+        if motion is None:
+            motion = fg.spotlight(setup.fly)
+        else:
             act_ids = None  # a recording of its own: matched by its DOF names
     else:
         sim = Sim.build(None if model == "hexapod" else model, n, device=device)
         act_ids, camera, warmup = None, "track", 0.0
-        if args.motion == "spotlight":
-            raise MotionError("--motion spotlight is NeuroMechFly's recording: use it with --model neuromechfly")
-        motion = load_motion(args.motion) if args.motion not in (None, "tripod") else tripod_gait()
-    interp = args.interp or ("cubic" if args.motion in (None, "spotlight") and model.startswith("neuromechfly")
-                             else "linear")
+        motion = motion if motion is not None else tripod_gait()
+    interp = args.interp or ("cubic" if nmf and not own else "linear")
     warmup = args.warmup if args.warmup is not None else warmup
     return sim, motion, act_ids, args.camera or camera, interp, warmup
 
@@ -248,7 +256,7 @@ def _replay_share(args, device: str, worlds: int, share: tuple[int, int] | None,
                  profile=args.profile if primary else None, progress=not args.no_progress and primary,
                  sim=sim, interp=interp, act_ids=act_ids, warmup=warmup)
     res.model = args.model or "hexapod"
-    res.motion = args.motion or ("spotlight" if res.model.startswith("neuromechfly") else "tripod")
+    res.motion = args.motion or ("spotlight" if res.model in NAMED_MODELS[1:] else "tripod")
     if writer is not None:
         res.outputs += writer.close()
     return res

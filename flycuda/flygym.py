@@ -248,7 +248,19 @@ def buffer_motion(buffer, fly, sim: Sim, timestep: float = TIMESTEP) -> Motion:
     names = dof_names(fly)
     if a.dim() != 3 or a.shape[-1] != len(names):
         raise FlyGymError(f"a FlyGym buffer must be [W, steps, {len(names)}], got {tuple(a.shape)}")
-    return Motion(a, 1.0 / timestep, names)
+    return Motion(a, one_frame_per_step(timestep), names)
+
+
+def one_frame_per_step(timestep: float) -> float:
+    """A frame rate ``fps`` with ``fps * timestep == 1.0`` exactly in float64 (1 / timestep
+    is off by an ulp for some timesteps, e.g. 1e-5), so that step s reads frame s exactly."""
+    import math
+
+    fps = 1.0 / timestep
+    for cand in (fps, math.nextafter(fps, math.inf), math.nextafter(fps, 0.0)):
+        if cand * timestep == 1.0:
+            return cand
+    raise FlyGymError(f"no float64 frame rate gives exactly one frame per {timestep!r} s step")
 
 
 MODELS = {"neuromechfly": False, "neuromechfly-capsules": True}  # name -> simplify_geom

@@ -104,7 +104,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         a :class:`ReplayResult` (its ``report()`` is what the CLI prints).
     """
     t_start = time.perf_counter()
-    _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp)
+    _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup)
     motion = motion if motion is not None else tripod_gait()
     duration = _check_duration(motion, duration, snippet)
     offs = _resolve_offsets(motion, worlds, snippet, offsets)
@@ -117,9 +117,8 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         raise ReplayError(f"sim has {sim.nworld} worlds but worlds={worlds}")
 
     run = _Run.setup(sim, motion, offs, duration, mode, record_every, interp, act_ids)
-    if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
-        raise ReplayError(f"warmup must be >= 0 seconds, got {warmup!r}")
-    run.initial_state(keep_state, int(round(warmup / sim.timestep)))
+    with streams.shared_stream(run.dev):  # torch's ops and Warp's steps in one stream order
+        run.initial_state(keep_state, int(round(warmup / sim.timestep)))
     renders = _Renders(run, renderer, frame_writer, render_every)
     renders.first()
     bar = _progress_bar(progress, run.steps, worlds)
@@ -142,7 +141,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
 INTERPS = ("linear", "cubic")
 
 
-def _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp) -> None:
+def _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup) -> None:
     if isinstance(worlds, bool) or not isinstance(worlds, int) or worlds <= 0:
         raise ReplayError(f"worlds must be a positive integer, got {worlds!r}")
     for name, v in (("steps_per_graph", steps_per_graph), ("record_every", record_every)):
@@ -156,6 +155,8 @@ def _check_settings(worlds, steps_per_graph, record_every, render_every, rendere
         raise ReplayError(f"mode must be 'clamp' or 'loop', got {mode!r}")
     if interp not in INTERPS:
         raise ReplayError(f"interp must be 'linear' or 'cubic', got {interp!r}")
+    if isinstance(warmup, bool) or not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
+        raise ReplayError(f"warmup must be >= 0 seconds, got {warmup!r}")
 
 
 def _check_duration(motion: Motion, duration, snippet) -> float:
@@ -193,7 +194,8 @@ class _Run:
         dev = sim.device
         if act_ids is None:
             act_ids = sim.actuator_ids(motion.dof_names)
-        elif tuple(act_ids.shape) != (len(motion.dof_names),):
+        act_ids = torch.as_tensor(act_ids)
+        if tuple(act_ids.shape) != (len(motion.dof_names),):
             raise ReplayError(f"act_ids must have shape [{len(motion.dof_names)}] (one per motion DOF), "
                               f"got {tuple(act_ids.shape)}")
         act_ids = act_ids.to(device=dev, dtype=torch.int32)

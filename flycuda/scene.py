@@ -39,13 +39,63 @@ class Scene:
                         "lights", "headlight")), self.zfar)
 
 
+SAH_BINS = 12
+
+
+def _area(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Half surface areas of boxes [..., 3] (0 for empty boxes, where lo > hi)."""
+    e = np.maximum(hi - lo, 0.0)
+    return e[..., 0] * e[..., 1] + e[..., 1] * e[..., 2] + e[..., 2] * e[..., 0]
+
+
+def _sah_split(ids: np.ndarray, lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndarray):
+    """(left ids, right ids) of the binned surface-area-heuristic split of ``ids``
+    (SAH_BINS bins per axis, on the centroids), or None when splitting does not pay
+    (cost >= making a leaf of them) or every centroid coincides."""
+    c = cen[ids]
+    cmin, cmax = c.min(axis=0), c.max(axis=0)
+    ext = cmax - cmin
+    best = (np.inf, -1, -1)
+    n = len(ids)
+    for axis in range(3):
+        if ext[axis] <= 0:
+            continue
+        b = np.minimum(((c[:, axis] - cmin[axis]) / ext[axis] * SAH_BINS).astype(np.int64), SAH_BINS - 1)
+        cnt = np.bincount(b, minlength=SAH_BINS)
+        blo = np.full((SAH_BINS, 3), np.inf)
+        bhi = np.full((SAH_BINS, 3), -np.inf)
+        np.minimum.at(blo, b, lo_t[ids])
+        np.maximum.at(bhi, b, hi_t[ids])
+        # Left of plane k: bins 0..k; right: k+1..end (prefix/suffix boxes and counts).
+        llo, lhi = np.minimum.accumulate(blo)[:-1], np.maximum.accumulate(bhi)[:-1]
+        rlo, rhi = np.minimum.accumulate(blo[::-1])[::-1][1:], np.maximum.accumulate(bhi[::-1])[::-1][1:]
+        lcnt, rcnt = np.cumsum(cnt)[:-1], n - np.cumsum(cnt)[:-1]
+        cost = _area(llo, lhi) * lcnt + _area(rlo, rhi) * rcnt
+        cost[(lcnt == 0) | (rcnt == 0)] = np.inf
+        k = int(np.argmin(cost))
+        if cost[k] < best[0]:
+            best = (float(cost[k]), axis, k)
+    cost, axis, k = best
+    if axis < 0:
+        return None
+    parent = _area(lo_t[ids].min(axis=0), hi_t[ids].max(axis=0))
+    if n <= 4 * LEAF_SIZE and cost >= parent * n:  # a small node that splitting would not help
+        return None
+    b = np.minimum(((c[:, axis] - cmin[axis]) / ext[axis] * SAH_BINS).astype(np.int64), SAH_BINS - 1)
+    return ids[b <= k], ids[b > k]
+
+
 def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
-    """A median-split BVH over ``tris`` [n, 9]; returns (bounds [N, 6], index [N, 2],
-    triangles reordered to leaf order). Node/tri indices are offset by first_node/first_tri."""
+    """A BVH over ``tris`` [n, 9], split by the binned surface-area heuristic (a median
+    split where SAH finds no split, e.g. coincident centroids); returns (bounds [N, 6],
+    index [N, 2], triangles reordered to leaf order). Node/tri indices are offset by
+    first_node/first_tri. Nodes above 4 * LEAF_SIZE triangles are always split; smaller
+    ones become leaves where SAH says splitting does not pay (at most LEAF_SIZE
+    otherwise)."""
     n = tris.shape[0]
     if n == 0:
         raise ValueError("a mesh without triangles cannot be rendered")
-    v = tris.reshape(n, 3, 3)
+    v = tris.reshape(n, 3, 3).astype(np.float64)
     lo_t, hi_t, cen = v.min(axis=1), v.max(axis=1), v.mean(axis=1)
     bounds, index, order = [], [], []
     stack = [(np.arange(n), -1, 0)]  # (triangles, parent node, which child)
@@ -56,16 +106,18 @@ def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
         index.append([0, 0])
         if parent >= 0:
             index[parent][which] = first_node + node
-        if len(ids) <= LEAF_SIZE:
+        split = _sah_split(ids, lo_t, hi_t, cen) if len(ids) > LEAF_SIZE else None
+        if split is None and len(ids) > LEAF_SIZE:  # no SAH split: halve by the median centroid
+            c = cen[ids]
+            axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
+            srt = ids[np.argsort(c[:, axis], kind="stable")]
+            split = (srt[:len(srt) // 2], srt[len(srt) // 2:])
+        if split is None:
             index[node] = [first_tri + len(order), -len(ids)]
             order.extend(ids.tolist())
             continue
-        c = cen[ids]
-        axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
-        srt = ids[np.argsort(c[:, axis], kind="stable")]
-        half = len(srt) // 2
-        stack.append((srt[half:], node, 1))
-        stack.append((srt[:half], node, 0))
+        stack.append((split[1], node, 1))
+        stack.append((split[0], node, 0))
     return (np.asarray(bounds, np.float32), np.asarray(index, np.int32), tris[np.asarray(order)])
 
 

@@ -14,8 +14,9 @@ powers of the in-frame position ``u`` in [0, 1)::
     S(i + u) = c0 + u * (c1 + u * (c2 + u * c3))      with c0 = y[i]
 
 * Frames ``0 .. T-2``: the not-a-knot spline (scipy's ``interp1d`` cubic and
-  ``make_interp_spline(k=3)`` default). With fewer than 4 frames it is the
-  interpolating polynomial of degree T - 1, which is what not-a-knot becomes.
+  ``make_interp_spline(k=3)`` default). With fewer than 4 frames (where scipy's
+  cubic ``interp1d`` refuses) flycuda uses the interpolating polynomial of
+  degree T - 1, which is what the not-a-knot conditions reduce to.
 * Row ``T - 1``: the wrap piece used by ``mode="loop"`` only, a cubic Hermite
   from frame T-1 back to frame 0 with the spline's end slopes (so a looped
   recording is C1). In ``mode="clamp"`` it is read only at u = 0 (= y[T-1]).
@@ -110,12 +111,16 @@ def spline_coeffs(angles) -> torch.Tensor:
     Raises:
         SplineError: wrong rank, T == 0 or non-finite angles.
     """
-    y = angles.detach().cpu().numpy() if isinstance(angles, torch.Tensor) else np.asarray(angles)
-    if y.ndim not in (2, 3) or y.shape[-2] < 1:
+    y = (angles.detach().cpu().to(torch.float64).numpy() if isinstance(angles, torch.Tensor)
+         else np.asarray(angles))
+    if y.ndim not in (2, 3) or y.shape[-2] < 1 or (y.ndim == 3 and y.shape[0] < 1):
         raise SplineError(f"spline_coeffs: argument 'angles' must be [T, D] or [M, T, D] with T >= 1, "
                           f"got shape {tuple(y.shape)}")
     y = y.astype(np.float64)
     if not np.isfinite(y).all():
         raise SplineError("spline_coeffs: argument 'angles' has non-finite values (NaN or inf)")
     batch = y[None] if y.ndim == 2 else y
-    return torch.from_numpy(np.stack([_pieces(r) for r in batch])).contiguous()
+    M, T, D = batch.shape
+    # One solve for every column of every recording: the system depends on T only.
+    cols = _pieces(np.ascontiguousarray(batch.transpose(1, 0, 2)).reshape(T, M * D))  # [T, 4, M*D]
+    return torch.from_numpy(np.ascontiguousarray(cols.reshape(T, 4, M, D).transpose(2, 0, 1, 3)))

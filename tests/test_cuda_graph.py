@@ -23,13 +23,22 @@ def _state(W=1000, nu=42, D=42, R=100):
             torch.full((W, R, D), -5.0, device="cuda"))
 
 
+def _targets_op(op, motion):
+    """(the op, its recording argument): motion_to_ctrl on the frames, spline_to_ctrl on their pieces."""
+    if op == "spline":
+        return flycuda.spline_to_ctrl, flycuda.spline_coeffs(motion.cpu().double()).cuda()
+    return flycuda.motion_to_ctrl, motion
+
+
+@pytest.mark.parametrize("op", ["motion", "spline"])
 @pytest.mark.parametrize("fused", [False, True])
-def test_graph_replay_equals_eager(fused):
+def test_graph_replay_equals_eager(fused, op):
     motion, act_ids, offsets, qpos, adrs, R = _problem()
+    targets, rec = _targets_op(op, motion)
 
     def one_step(ctrl, step, history):
-        flycuda.motion_to_ctrl(motion, step, ctrl, act_ids, offsets=offsets,
-                               frames_per_step=0.33, mode="loop", advance=1 if fused else 0)
+        targets(rec, step, ctrl, act_ids, offsets=offsets,
+                frames_per_step=0.33, mode="loop", advance=1 if fused else 0)
         if not fused:
             flycuda.advance_step(step, 1)
         qpos.add_(ctrl[:, :1] * 1e-3)  # stands in for the physics: state depends on ctrl
@@ -64,14 +73,15 @@ def test_graph_replay_equals_eager(fused):
     assert torch.equal(qpos, qpos_e)
 
 
-def test_cpu_and_cuda_agree_bit_for_bit():
+@pytest.mark.parametrize("op", ["motion", "spline"])
+def test_cpu_and_cuda_agree_bit_for_bit(op):
     motion, act_ids, offsets, qpos, adrs, R = _problem(W=777)
+    targets, rec = _targets_op(op, motion)
     ctrl_c, ctrl_g = torch.full((777, 42), 3.0), torch.full((777, 42), 3.0, device="cuda")
     for s in (0, 1, 12345, 10 ** 9):
         for mode in ("clamp", "loop"):
-            flycuda.motion_to_ctrl(motion.cpu(), flycuda.new_step_counter("cpu", s), ctrl_c,
-                                   act_ids.cpu(), offsets=offsets.cpu(), frames_per_step=0.33,
-                                   mode=mode)
-            flycuda.motion_to_ctrl(motion, flycuda.new_step_counter("cuda", s), ctrl_g,
-                                   act_ids, offsets=offsets, frames_per_step=0.33, mode=mode)
+            targets(rec.cpu(), flycuda.new_step_counter("cpu", s), ctrl_c, act_ids.cpu(), offsets=offsets.cpu(),
+                    frames_per_step=0.33, mode=mode)
+            targets(rec, flycuda.new_step_counter("cuda", s), ctrl_g, act_ids, offsets=offsets,
+                    frames_per_step=0.33, mode=mode)
             assert torch.equal(ctrl_c, ctrl_g.cpu()), (s, mode)

@@ -134,9 +134,10 @@ def _ulps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @needs_flygym
 def test_cubic_targets_equal_flygym_resampled_angles():
     """At every simulation step of the clip (20,000 at 1e-4 s), spline_to_ctrl's target
-    equals FlyGym's resampled angle rounded to float32. Measured: 0 ulp everywhere; the
-    bound asserted is 1 ulp (float32 rounding of float64 values that may differ in the
-    last float64 bits)."""
+    equals FlyGym's resampled angle rounded to float32. Measured with the pinned scipy:
+    0 ulp everywhere. Asserted: at most 1 ulp, on at most 0.01% of the values: scipy
+    evaluates the same spline another way (B-spline, de Boor), so its float64 values may
+    differ in their last bits and round the other way when they fall on a float32 tie."""
     fly = fg.neuromechfly()[0]
     expected = torch.from_numpy(fg.flygym_targets(fly).astype(np.float32))  # [steps, 42]
     motion = fg.spotlight(fly)
@@ -148,7 +149,7 @@ def test_cubic_targets_equal_flygym_resampled_angles():
     flycuda.spline_to_ctrl(coeffs, flycuda.new_step_counter(), got, torch.arange(D), offsets=offs,
                            frames_per_step=0.0)
     assert _ulps(got, expected).max() <= 1
-    assert (got != expected).float().mean() <= 1e-6
+    assert (got != expected).float().mean() <= 1e-4
     # ... and through the device counter, as the replay reads it (every 7th step).
     step, row = flycuda.new_step_counter(), torch.empty(1, D)
     for s in range(0, n, 7):
@@ -158,21 +159,14 @@ def test_cubic_targets_equal_flygym_resampled_angles():
 
 
 @needs_flygym
-def test_target_memory_is_o_of_the_clip():
-    """The cubic pieces of the clip vs FlyGym's pre-expanded buffer for 1000 worlds x 2 s."""
-    motion = fg.spotlight(fg.neuromechfly()[0])
-    pieces = motion.spline().numel() * 8
-    buffer = 1000 * 20000 * 42 * 4
-    assert pieces < 1e6 and buffer / pieces > 3000
-
-
-@needs_flygym
 def test_actuator_ids_follow_flygym_order():
     setup = fg.Setup("neuromechfly", 2, device="cpu")
     from flygym.compose import ActuatorType
 
     internal = setup.gpu_sim._intern_actuatorids_by_type_by_fly[ActuatorType.POSITION][setup.fly.name]
     assert setup.act_ids.tolist() == list(np.asarray(internal))
+    # FlyGym's DOF names, without the fly's "nmf/" prefix, match the same actuators.
+    assert setup.sim.actuator_ids(fg.dof_names(setup.fly)).tolist() == setup.act_ids.tolist()
     assert setup.sim.qpos_adrs(setup.act_ids).tolist() == _qpos_adrs(setup.gpu_sim, setup.fly).tolist()
     assert setup.sim.view("qpos").data_ptr() == setup.gpu_sim.mjw_data.qpos.ptr  # zero-copy
 
@@ -241,10 +235,28 @@ def test_cli_without_flygym_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and ("FlyGym is not installed" in lines[0] or "needs Python >= 3.12" in lines[0])
 
 
-def test_spotlight_needs_neuromechfly():
+@pytest.mark.parametrize("argv,msg", [
+    (["--motion", "spotlight"], "--motion spotlight is NeuroMechFly's recording: use it with --model neuromechfly"),
+    (["--model", "neuromechfly", "--motion", "tripod"], "--motion tripod drives the built-in hexapod"),
+    (["--model", "spotlight"], "model file not found: spotlight (or name one of: hexapod, neuromechfly"),
+    (["--motion", "hexapod"], "motion file not found: hexapod (or name one of: tripod, spotlight)"),
+    (["--warmup", "-1"], "argument --warmup: expected a number >= 0, got -1"),
+])
+def test_cli_named_model_and_motion_errors(argv, msg, capsys):
     from flycuda.cli import main
 
-    assert main(["replay", "--motion", "spotlight", "--device", "cpu", "--no-progress"]) == 2
+    try:
+        rc = main(["replay", "--device", "cpu", "--no-progress"] + argv)
+    except SystemExit as e:  # argparse's own errors
+        rc = e.code
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0], err
+
+
+def test_one_frame_per_step_is_exact():
+    for dt in (1e-4, 1e-5, 2e-5, 8e-5, 1.6e-4, 3.2e-4, 2e-3):
+        assert fg.one_frame_per_step(dt) * dt == 1.0, dt
 
 
 def test_clip_shorter_than_one_frame():
@@ -256,8 +268,10 @@ def test_clip_shorter_than_one_frame():
 def test_wrong_dof_names_and_mismatched_timestep():
     setup = fg.Setup("neuromechfly", 1, device="cpu")
     bad = Motion(torch.zeros(5, 2), 330.0, ("c_thorax-lf_coxa-yaw", "lf_wing-yaw"))
-    with pytest.raises(BridgeError, match=r"2 of 2 motion DOFs match no actuator"):
-        setup.sim.actuator_ids(bad.dof_names)  # FlyGym names carry the fly's prefix in the model
+    with pytest.raises(BridgeError, match=r"1 of 2 motion DOFs match no actuator or actuated joint: lf_wing-yaw"):
+        setup.sim.actuator_ids(bad.dof_names)
+    with pytest.raises(BridgeError, match=r"1 of 2 motion DOFs match no actuator"):
+        replay(motion=bad, worlds=1, sim=setup.sim, progress=False)
     with pytest.raises(ReplayError, match=r"act_ids must have shape \[2\]"):
         replay(motion=bad, worlds=1, sim=setup.sim, act_ids=setup.act_ids, progress=False)
     buf = fg.tutorial_buffer(setup.fly, 1, 10, timestep=2e-4)

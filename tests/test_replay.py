@@ -220,3 +220,75 @@ def test_api_bad_input(kw, msg):
 
     with pytest.raises(ReplayError, match=msg):
         replay(**{"progress": False, **kw})
+
+
+def test_cubic_replay_targets_are_the_spline():
+    """interp="cubic" drives the worlds with spline_to_ctrl: the targets the replay reports
+    are the spline of the recording (not the linear blend), at every recorded step."""
+    from flycuda.motion import tripod_gait
+    from flycuda.replay import replay
+    from flycuda.spline import spline_coeffs
+
+    motion = tripod_gait(0.3)
+    lin = replay(motion=motion, worlds=2, snippet=0.1, duration=40 * DT, progress=False, device="cpu")
+    cub = replay(motion=motion, worlds=2, snippet=0.1, duration=40 * DT, progress=False, device="cpu",
+                 interp="cubic")
+    assert not torch.equal(lin.targets, cub.targets) and cub.interp == "cubic"
+    coeffs = spline_coeffs(motion.angles)[0].numpy()  # [T, 4, D]
+    for r in (0, 7, 40):  # world 0 starts at frame 0
+        pos = 0.0 + r * (motion.fps * DT)  # as the kernel: offset + step * frames_per_step
+        i, a = int(pos), pos - int(pos)
+        c = coeffs[i]
+        want = torch.from_numpy(c[0] + a * (c[1] + a * (c[2] + a * c[3]))).float()
+        assert torch.equal(cub.targets[0, r], want), r
+    assert (cub.recorded - cub.targets)[:, -1].abs().max() < 0.3  # it tracks
+
+
+def test_warmup_and_keep_state():
+    """warmup settles with the first targets (the step counter does not move); keep_state
+    starts from the worlds' state as it is."""
+    from flycuda.bridge import Sim
+    from flycuda.motion import tripod_gait
+    from flycuda.replay import ReplayError, replay
+
+    motion = tripod_gait(0.3)
+    sim = Sim.build(None, 2, device="cpu")
+    res = replay(motion=motion, worlds=2, sim=sim, duration=5 * DT, warmup=10 * DT, progress=False)
+    assert res.steps == 5
+    assert float(sim.view("time")[0]) == pytest.approx(15 * DT)  # 10 warm-up steps + 5
+    q = sim.view("qpos").clone()
+    res2 = replay(motion=motion, worlds=2, sim=sim, duration=3 * DT, keep_state=True, progress=False)
+    adrs = sim.qpos_adrs(sim.actuator_ids(motion.dof_names)).long()
+    assert torch.equal(res2.recorded[:, 0], q[:, adrs])  # row 0 is the state it was given
+    for bad in (-1.0, float("nan"), True):
+        with pytest.raises(ReplayError, match="warmup must be >= 0 seconds"):
+            replay(motion=motion, worlds=2, sim=sim, warmup=bad, progress=False)
+    with pytest.raises(ReplayError, match="interp must be 'linear' or 'cubic', got 'spline'"):
+        replay(motion=motion, worlds=2, sim=sim, interp="spline", progress=False)
+    with pytest.raises(ReplayError, match=r"act_ids must have shape \[42\]"):
+        replay(motion=motion, worlds=2, sim=sim, act_ids=[0, 1], progress=False)
+
+
+def test_cli_interp_and_warmup(tmp_path, capsys):
+    from flycuda.cli import main
+
+    out = tmp_path / "m.json"
+    rc = main(["replay", "--device", "cpu", "--worlds", "2", "--duration", "0.002", "--interp", "cubic",
+               "--warmup", "0.001", "--no-progress", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "model          hexapod; motion tripod; cubic targets" in text
+    assert out.exists()
+
+
+def test_cli_model_file_named_like_a_flygym_model(tmp_path, capsys):
+    """An MJCF file whose name starts with "neuromechfly" is a file, not the FlyGym model."""
+    from flycuda.cli import main
+    from flycuda.model import fly_model_xml
+
+    path = tmp_path / "neuromechfly_v2.xml"
+    path.write_text(fly_model_xml())
+    rc = main(["replay", "--device", "cpu", "--worlds", "1", "--duration", "0.001", "--no-progress",
+               "--model", str(path)])
+    assert rc == 0, capsys.readouterr().err
+    assert "linear targets" in capsys.readouterr().out

@@ -237,15 +237,40 @@ def test_bad_input_leaves_outputs_untouched():
         (dict(coeffs=coeffs.transpose(1, 3)), "4 in dim 2|contiguous"),
         (dict(act_ids=torch.tensor([0, 1, 9])), r"act_ids"),
         (dict(mode="wrap"), "argument 'mode' must be 'clamp' or 'loop', got 'wrap'"),
+        (dict(offsets=offsets[:3]), r"argument 'offsets' must have size 4 in dim 0"),
+        (dict(offsets=offsets.half()), r"argument 'offsets' must have dtype Float or Double, got Half"),
+        (dict(step=step.int()), r"argument 'step' must be a contiguous int64 step counter"),
+        (dict(step=step.view(2, 1)), r"argument 'step' must be a contiguous int64 step counter"),
+        (dict(advance=-1), r"argument 'advance' must be >= 0, got -1"),
+        (dict(coeffs=coeffs.to("meta")), r"argument 'coeffs' must be on cpu"),
+        (dict(ctrl="alias"), r"argument 'ctrl' must not share memory with argument 'coeffs'"),
+        (dict(act_ids="step_alias"), r"argument 'step' must not share memory with argument 'act_ids'"),
         (dict(frames_per_step=float("nan")), "argument 'frames_per_step' must be finite"),
     ]
     for kw, msg in cases:
-        args = dict(coeffs=coeffs, act_ids=act_ids, mode="loop", frames_per_step=0.5)
+        args = dict(coeffs=coeffs, act_ids=act_ids, mode="loop", frames_per_step=0.5, offsets=offsets, step=step,
+                    ctrl=ctrl, advance=1)
         args.update(kw)
+        if args["ctrl"] == "alias":  # a view into the coefficients' storage
+            args["ctrl"] = coeffs.view(torch.float32).view(-1)[:20].view(4, 5)
+        if isinstance(args["act_ids"], str):  # the counter doubles as the index tensor
+            big = torch.tensor([2, 0, 1, 2], dtype=torch.int64)
+            args["step"], args["act_ids"] = big[:2], big[1:]
         with pytest.raises((RuntimeError, ValueError), match=msg):
-            flycuda.spline_to_ctrl(args["coeffs"], step, ctrl, args["act_ids"], offsets=offsets,
-                                   frames_per_step=args["frames_per_step"], mode=args["mode"], advance=1)
+            flycuda.spline_to_ctrl(args["coeffs"], args["step"], args["ctrl"], args["act_ids"],
+                                   offsets=args["offsets"], frames_per_step=args["frames_per_step"],
+                                   mode=args["mode"], advance=args["advance"])
         assert torch.equal(ctrl, before) and torch.equal(step, step_before), kw
+
+
+def test_many_recordings_in_one_solve():
+    """[M, T, D] is solved in one go; each recording gets the pieces it would get alone."""
+    y = torch.randn(5, 31, 3, dtype=torch.float64).cumsum(1)
+    together = spline_coeffs(y)
+    for m in range(5):
+        assert torch.equal(together[m], spline_coeffs(y[m])[0])
+    with pytest.raises(SplineError, match="got shape"):
+        spline_coeffs(torch.zeros(0, 4, 3))
 
 
 def test_opcheck():

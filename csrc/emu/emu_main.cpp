@@ -117,6 +117,8 @@ void launch_frames(Case& c, const Frames frames, int64_t* counter, int64_t count
 void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_size, float* ctrl) {
   if (c.has("coeffs")) {
     Array& a = c.arr("coeffs");
+    if (a.descr != "<f8" || a.shape.size() != 4 || a.shape[2] != 4)
+      throw std::runtime_error("spline_to_ctrl: coeffs must be float64 [M, T, 4, D], got " + a.descr);
     const flycuda::SplineFrames frames{a.data<double>(), a.shape[0], a.shape[1], a.shape[3]};
     launch_frames(c, frames, counter, counter_size, ctrl);
   } else {

@@ -40,13 +40,19 @@ def _slab(o, d, lo, hi, tmax):
     return tn
 
 
-def _hit_mesh(o, d, root, bounds, index, tris):
-    best_t, best_n = INF, _v([0, 0, 1])
-    stack = [root]
+def _node_entry(o, d, bounds, node, tmax):
+    b = bounds[node].tolist()
+    return _slab(o.tolist(), d.tolist(), b[:3], b[3:], tmax)
+
+
+def _hit_mesh(o, d, root, bounds, index, tris, tmax, any_hit):
+    """render_geoms.h ``hit_mesh``: nearer child first, entries kept on the stack."""
+    best_t, best_n = tmax, _v([0, 0, 1])
+    t_root = _node_entry(o, d, bounds, root, best_t)
+    stack = [(root, t_root)] if t_root < INF else []
     while stack:
-        node = stack.pop()
-        b = bounds[node].tolist()
-        if _slab(o.tolist(), d.tolist(), b[:3], b[3:], best_t) >= INF:
+        node, entry = stack.pop()
+        if entry > best_t:
             continue
         a, c = int(index[node, 0]), int(index[node, 1])
         if c < 0:
@@ -54,8 +60,15 @@ def _hit_mesh(o, d, root, bounds, index, tris):
                 t, n = _hit_local(7, o[None], d[None], None, tris[k:k + 1])
                 if float(t[0]) < best_t:
                     best_t, best_n = float(t[0]), n[0]
-        else:
-            stack += [c, a]
+                    if any_hit:
+                        return best_t, best_n
+            continue
+        ta, tc = _node_entry(o, d, bounds, a, best_t), _node_entry(o, d, bounds, c, best_t)
+        (near, t_near), (far, t_far) = ((a, ta), (c, tc)) if ta <= tc else ((c, tc), (a, ta))
+        if t_far < INF:
+            stack.append((far, t_far))
+        if t_near < INF:
+            stack.append((near, t_near))
     return best_t, best_n
 
 
@@ -75,7 +88,7 @@ def _trace(sc, w, o, d, any_hit):
         ol, dl = (o - c) @ R, d @ R
         gtype, root = int(sc["info"][k, 0]), int(sc["info"][k, 1])
         if gtype == 7:
-            t, n = _hit_mesh(ol, dl, root, sc["bounds"], sc["index"], sc["tris"])
+            t, n = _hit_mesh(ol, dl, root, sc["bounds"], sc["index"], sc["tris"], t_best, any_hit)
         else:
             tt, nn = _hit_local(gtype, ol[None], dl[None], P[0:3], None)
             t, n = float(tt[0]), nn[0]
