@@ -3,7 +3,8 @@
   flycuda   flycuda.render_tiles (TileRenderer): RGB tiles, 1 sample, shadows as --shadows
   mjwarp    mjw.refit_bvh + mjw.render + mjw.get_rgb (MuJoCo Warp's pipeline per frame)
 
-Scenes: fly (the built-in hexapod, capsules), primitives, and with FlyGym installed
+Scenes: fly (the built-in hexapod, capsules), fly-mesh (the hexapod with triangle-mesh
+body parts, ~80k triangles, no extra dependency), primitives, and with FlyGym installed
 neuromechfly (69 meshes, ~115k triangles) and neuromechfly-capsules (FlyGym's
 capsule-simplified variant), from the fly's tracking camera. Both renderers draw
 every world from the same camera at the same resolution (RGB only); reported:
@@ -50,7 +51,7 @@ def _time(fn, sim, frames, repeats):
     return statistics.median(runs)
 
 
-SCENES = ["fly", "primitives", "neuromechfly", "neuromechfly-capsules"]
+SCENES = ["fly", "fly-mesh", "primitives", "neuromechfly", "neuromechfly-capsules"]
 
 
 def make_scene(scene: str, device: str, worlds: int):
@@ -66,7 +67,10 @@ def make_scene(scene: str, device: str, worlds: int):
         replay(motion=fg.spotlight(setup.fly), worlds=worlds, duration=0.002, sim=setup.sim, act_ids=setup.act_ids,
                interp="cubic", snippet=0.5, progress=False)
         return setup.sim, setup.camera
-    src, cam = (None, "track") if scene == "fly" else (primitives_xml(), "overview")
+    from flycuda.model import fly_mesh_model
+
+    src, cam = {"fly": (None, "track"), "fly-mesh": (fly_mesh_model(), "track"),
+                "primitives": (primitives_xml(), "overview")}[scene]
     sim = Sim.build(src, worlds, device=device)
     for _ in range(5):
         sim.step()
@@ -91,7 +95,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda" if flycuda.cuda_ready() else "cpu", choices=["cpu", "cuda"])
     p.add_argument("--scenes", nargs="+", default=None, choices=SCENES,
-                   help="default: fly, plus neuromechfly when FlyGym is installed")
+                   help="default: fly and fly-mesh, plus neuromechfly when FlyGym is installed")
     p.add_argument("--scene", default=None, choices=SCENES, help="one scene (same as --scenes SCENE)")
     p.add_argument("--worlds", type=int, nargs="+", default=None)
     p.add_argument("--sizes", nargs="+", default=None, help="WxH, e.g. 64x64 320x240")
@@ -102,7 +106,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     from flycuda import flygym as fg
 
-    scenes = [args.scene] if args.scene else args.scenes or (["fly", "neuromechfly"] if fg.available() else ["fly"])
+    scenes = [args.scene] if args.scene else args.scenes or (
+        ["fly", "fly-mesh"] + (["neuromechfly"] if fg.available() else []))
     if any(s.startswith("neuromechfly") for s in scenes):
         fg.require()  # one clear line when FlyGym is missing
     worlds = args.worlds or ([8, 100, 1000] if args.device == "cuda" else [4, 8])

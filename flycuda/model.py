@@ -149,6 +149,60 @@ def fly_model(timestep: float = TIMESTEP):
     return mujoco.MjModel.from_xml_string(fly_model_xml(timestep))
 
 
+def capsule_mesh(r: float, h: float, around: int = 40, cap: int = 10, length: int = 20):
+    """A closed triangle mesh of a capsule along z (radius r, half-length h; h = 0 and
+    length = 1 give a sphere): (vertices [V, 3], faces [F, 3]) as numpy arrays.
+    ``around`` vertices per ring, ``cap`` rings per hemisphere, ``length`` bands
+    along the cylinder: 2 * around * (2 * cap + length - 1) triangles."""
+    import numpy as np
+
+    rings = [(-h + r * math.sin(-math.pi / 2 + math.pi / 2 * i / cap), r * math.cos(-math.pi / 2 + math.pi / 2 * i / cap))
+             for i in range(1, cap + 1)]
+    rings += [(-h + 2 * h * i / length, r) for i in range(1, length)]
+    rings += [(h + r * math.sin(math.pi / 2 * i / cap), r * math.cos(math.pi / 2 * i / cap)) for i in range(cap)]
+    ang = 2 * math.pi * np.arange(around) / around
+    verts = [np.array([[0.0, 0.0, -h - r]])]
+    verts += [np.stack([rr * np.cos(ang), rr * np.sin(ang), np.full(around, z)], axis=1) for z, rr in rings]
+    verts.append(np.array([[0.0, 0.0, h + r]]))
+    j, j1 = np.arange(around), (np.arange(around) + 1) % around
+    top, last = 1 + len(rings) * around, 1 + (len(rings) - 1) * around
+    faces = [np.stack([np.zeros(around, int), 1 + j1, 1 + j], axis=1)]
+    for k in range(len(rings) - 1):
+        a, b = 1 + k * around + j, 1 + k * around + j1
+        c, d = a + around, b + around
+        faces += [np.stack([a, b, d], axis=1), np.stack([a, d, c], axis=1)]
+    faces.append(np.stack([last + j, last + j1, np.full(around, top)], axis=1))
+    return np.concatenate(verts), np.concatenate(faces)
+
+
+def fly_mesh_model(timestep: float = TIMESTEP, around: int = 40):
+    """The built-in hexapod with triangle-mesh body parts, for the renderer's
+    mesh-heavy tests and benchmarks (no extra dependency): every capsule and sphere
+    geom gets a visual mesh twin (group 1, no contacts, no mass; ~3,100 triangles
+    each, ~81k in all with around=40), and the primitives move to group 3, which
+    neither renderer draws. The physics is the hexapod's."""
+    import mujoco
+
+    base = fly_model(timestep)
+    spec = mujoco.MjSpec.from_string(fly_model_xml(timestep))
+    prims = (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_SPHERE)
+    for body in spec.bodies:
+        for g in list(body.geoms):
+            if g.type not in prims:
+                continue
+            gid = mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_GEOM, g.name)
+            r, h = float(base.geom_size[gid, 0]), float(base.geom_size[gid, 1])
+            sphere = g.type == mujoco.mjtGeom.mjGEOM_SPHERE
+            v, f = capsule_mesh(r, 0.0 if sphere else h, around=around, cap=around // 4,
+                                length=1 if sphere else around // 2)
+            spec.add_mesh(name=f"mesh_{g.name}", uservert=v.ravel().tolist(), userface=f.ravel().tolist())
+            body.add_geom(name=f"{g.name}_mesh", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh_{g.name}",
+                          pos=base.geom_pos[gid].tolist(), quat=base.geom_quat[gid].tolist(), group=1,
+                          contype=0, conaffinity=0, density=0.0, rgba=list(g.rgba))
+            g.group = 3
+    return spec.compile()
+
+
 def _sphere_mesh(r: float = 0.05, n: int = 20) -> tuple[str, str]:
     """Vertices and faces (MJCF strings) of a UV sphere of radius r with n x n quads."""
     verts, faces = [], []

@@ -40,6 +40,7 @@ class Scene:
 
 
 SAH_BINS = 12
+SAH_MIN = 32  # nodes of more triangles are split by SAH; smaller ones at the median (build time)
 
 
 def _area(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -78,20 +79,16 @@ def _sah_split(ids: np.ndarray, lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndar
     cost, axis, k = best
     if axis < 0:
         return None
-    parent = _area(lo_t[ids].min(axis=0), hi_t[ids].max(axis=0))
-    if n <= 4 * LEAF_SIZE and cost >= parent * n:  # a small node that splitting would not help
-        return None
     b = np.minimum(((c[:, axis] - cmin[axis]) / ext[axis] * SAH_BINS).astype(np.int64), SAH_BINS - 1)
     return ids[b <= k], ids[b > k]
 
 
 def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
-    """A BVH over ``tris`` [n, 9], split by the binned surface-area heuristic (a median
-    split where SAH finds no split, e.g. coincident centroids); returns (bounds [N, 6],
-    index [N, 2], triangles reordered to leaf order). Node/tri indices are offset by
-    first_node/first_tri. Nodes above 4 * LEAF_SIZE triangles are always split; smaller
-    ones become leaves where SAH says splitting does not pay (at most LEAF_SIZE
-    otherwise)."""
+    """A BVH over ``tris`` [n, 9]: nodes of more than SAH_MIN triangles split by the
+    binned surface-area heuristic, smaller ones (and any SAH cannot split, e.g.
+    coincident centroids) at the median centroid of their widest axis, down to leaves
+    of at most LEAF_SIZE triangles. Returns (bounds [N, 6], index [N, 2], triangles
+    reordered to leaf order); node/tri indices are offset by first_node/first_tri."""
     n = tris.shape[0]
     if n == 0:
         raise ValueError("a mesh without triangles cannot be rendered")
@@ -106,7 +103,7 @@ def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
         index.append([0, 0])
         if parent >= 0:
             index[parent][which] = first_node + node
-        split = _sah_split(ids, lo_t, hi_t, cen) if len(ids) > LEAF_SIZE else None
+        split = _sah_split(ids, lo_t, hi_t, cen) if len(ids) > SAH_MIN else None
         if split is None and len(ids) > LEAF_SIZE:  # no SAH split: halve by the median centroid
             c = cen[ids]
             axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))

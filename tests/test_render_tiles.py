@@ -56,6 +56,31 @@ def fly():
     return _fly_sim(), "track"
 
 
+def _fly_mesh_sim(around: int, worlds=2, steps=30):
+    """The hexapod with triangle-mesh body parts (flycuda.model.fly_mesh_model)."""
+    from flycuda.bridge import Sim
+    from flycuda.model import fly_mesh_model
+
+    sim = Sim.build(fly_mesh_model(around=around), worlds, device="cpu")
+    ctrl = sim.view("ctrl")
+    ctrl.copy_(torch.linspace(-0.3, 0.3, ctrl.numel()).view_as(ctrl))
+    for _ in range(steps):
+        sim.step()
+    return sim
+
+
+@pytest.fixture(scope="module")
+def fly_mesh():
+    """Light meshes (~2.9k triangles) for the brute-force float64 reference."""
+    return _fly_mesh_sim(around=8), "track"
+
+
+@pytest.fixture(scope="module")
+def fly_mesh_heavy():
+    """The benchmark's mesh-heavy scene (~80k triangles)."""
+    return _fly_mesh_sim(around=40), "track"
+
+
 def _edges(seg):
     e = torch.zeros_like(seg, dtype=torch.bool)
     e[:, 1:] |= seg[:, 1:] != seg[:, :-1]
@@ -95,7 +120,7 @@ def _render(sim, cam, W, H, device="cpu", **kw):
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())
-@pytest.mark.parametrize("scene", ["prims", "fly"])
+@pytest.mark.parametrize("scene", ["prims", "fly", "fly_mesh"])
 @pytest.mark.parametrize("samples,shadows", [(1, False), (2, True)])
 def test_op_matches_reference(request, device, scene, samples, shadows):
     sim, cam = request.getfixturevalue(scene)
@@ -160,7 +185,7 @@ def test_poses_are_read_live_from_the_sim():
     assert not torch.equal(before, tr.seg)
 
 
-@pytest.mark.parametrize("scene", ["prims", "fly"])
+@pytest.mark.parametrize("scene", ["prims", "fly", "fly_mesh_heavy"])
 def test_matches_mujoco_warp_renderer(request, scene):
     """Per-world segmentation IoU >= 0.98 and median depth error <= 1% vs mjw.render."""
     import mujoco_warp as mjw
@@ -355,3 +380,24 @@ def test_render_wrapper_never_copies_matrices(prims):
                                          r"viewed as \[\.\.\., 9\]"):
         flycuda.render_tiles(tr.geom_xpos, xmat, tr.cam_pos, tr.cam_mat, tr.worlds, tr.scene, fovy=tr.fovy,
                              height=6, width=8, rgb=tr.rgb)
+
+
+def test_mesh_heavy_scene_is_closed_meshes_with_the_hexapods_physics():
+    import mujoco
+    import numpy as np
+
+    from flycuda.model import capsule_mesh, fly_mesh_model, fly_model
+
+    v, f = capsule_mesh(0.01, 0.02, around=12, cap=3, length=6)
+    assert len(f) == 2 * 12 * (2 * 3 + 6 - 1)
+    edges = np.sort(np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]), axis=1)
+    _, counts = np.unique(edges, axis=0, return_counts=True)
+    assert np.all(counts == 2), "every edge is shared by two triangles: the mesh is closed"
+    assert np.allclose(np.abs(v[:, 2]).max(), 0.03)
+    m, base = fly_mesh_model(), fly_model()
+    assert 70_000 < int(m.mesh_facenum.sum()) < 120_000 and m.nmesh == 26
+    drawn = [g for g in range(m.ngeom) if m.geom_group[g] in (0, 1, 2)]
+    assert sum(m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH for g in drawn) == 26
+    assert all(m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0 for g in range(m.ngeom)
+               if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH)
+    np.testing.assert_allclose(m.body_mass, base.body_mass)  # visual meshes add no mass
