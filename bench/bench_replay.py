@@ -158,16 +158,17 @@ def bench_worlds(model, W, device, steps, K, snippet, repeats):
 def memory_rows(models):
     """Targets' device memory for 1000 and 8192 worlds replaying 2 s at FlyGym's 0.1 ms:
     the pre-expanded float32 [W, steps, 42] buffer vs flycuda's pieces + offsets."""
-    rows = []
+    rows, clip_bytes = [], None
     for model in models:
         if model == "hexapod":
             T, D, kind = tripod_gait(2.0).num_frames, 42, "motion_to_ctrl: float32 [1, T, 42]"
             ours_fixed = T * D * 4
-        else:
-            from flycuda import flygym as fg
+        else:  # both NeuroMechFly variants replay the same clip: its pieces are made once
+            if clip_bytes is None:
+                from flycuda import flygym as fg
 
-            coeffs = fg.spotlight(fg.neuromechfly()[0]).spline()
-            ours_fixed, kind = coeffs.numel() * 8, "spline_to_ctrl: float64 [1, 660, 4, 42]"
+                clip_bytes = fg.spotlight(fg.neuromechfly()[0]).spline().numel() * 8
+            ours_fixed, kind = clip_bytes, "spline_to_ctrl: float64 [1, 660, 4, 42]"
         for W in (1000, 8192):
             expanded = W * int(round(2.0 / 1e-4)) * 42 * 4
             ours = ours_fixed + W * 8

@@ -35,10 +35,11 @@ def _prims_sim(worlds=2):
     return sim
 
 
-def _fly_sim(worlds=3, steps=30):
+def _fly_sim(worlds=3, steps=30, model=None):
+    """The built-in hexapod (or ``model``) after ``steps`` steps under spread controls."""
     from flycuda.bridge import Sim
 
-    sim = Sim.build(None, worlds, device="cpu")
+    sim = Sim.build(model, worlds, device="cpu")
     ctrl = sim.view("ctrl")
     ctrl.copy_(torch.linspace(-0.3, 0.3, ctrl.numel()).view_as(ctrl))
     for _ in range(steps):
@@ -56,17 +57,11 @@ def fly():
     return _fly_sim(), "track"
 
 
-def _fly_mesh_sim(around: int, worlds=2, steps=30):
-    """The hexapod with triangle-mesh body parts (flycuda.model.fly_mesh_model)."""
-    from flycuda.bridge import Sim
+def _fly_mesh_sim(around: int):
+    """The hexapod with triangle-mesh body parts (flycuda.model.fly_mesh_model), 2 worlds."""
     from flycuda.model import fly_mesh_model
 
-    sim = Sim.build(fly_mesh_model(around=around), worlds, device="cpu")
-    ctrl = sim.view("ctrl")
-    ctrl.copy_(torch.linspace(-0.3, 0.3, ctrl.numel()).view_as(ctrl))
-    for _ in range(steps):
-        sim.step()
-    return sim
+    return _fly_sim(2, model=fly_mesh_model(around=around))
 
 
 @pytest.fixture(scope="module")
