@@ -46,8 +46,9 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "render_tiles(Tensor geom_xpos, Tensor geom_xmat, Tensor cam_pos, Tensor cam_mat, "
       "Tensor worlds, Tensor geom_ids, Tensor geom_info, Tensor geom_param, Tensor bvh_bounds, "
-      "Tensor bvh_index, Tensor tris, Tensor lights, Tensor headlight, float fovy, float zfar, "
+      "Tensor bvh_index, Tensor tris, Tensor top_index, Tensor unbounded, Tensor lights, "
+      "Tensor headlight, float fovy, float zfar, "
       "int samples, bool shadows, int height, int width, int mosaic_cols, bool check_indices, "
       "Tensor(a!) rgb, "
-      "Tensor(b!) depth, Tensor(c!) seg, Tensor(d!) world_bounds, Tensor(e!) timers) -> ()");
+      "Tensor(b!) depth, Tensor(c!) seg, Tensor(d!) top_bounds, Tensor(e!) timers) -> ()");
 }

@@ -18,7 +18,7 @@ enum GeomType : int32_t { kPlane = 0, kSphere = 2, kCapsule = 3, kEllipsoid = 4,
 constexpr int kParam = 12;     // geom_param columns: size[3] rgb[3] rgb2[3] checker rbound pad
 constexpr int kLight = 10;     // lights columns: dir[3] ambient[3] diffuse[3] castshadow
 constexpr int kStack = 64;     // BVH traversal stack
-constexpr int32_t kMaxVisits = 1 << 22;  // BVH nodes one ray may visit: ends a cycle in a bad BVH
+constexpr int32_t kMaxVisits = 1 << 22;  // BVH nodes one ray may visit: bounds a walk of a bad BVH
 constexpr float kEps = 1e-6f;  // smallest accepted ray distance
 constexpr float kInf = 3.0e38f;
 
@@ -176,30 +176,51 @@ FLYCUDA_HOST_DEVICE inline float hit_triangle(V3 o, V3 d, const float* tri, V3* 
   return t;
 }
 
-// BVH: bounds [N, 6] (lo, hi); index [N, 2]: internal (left, right), leaf (first tri, -count).
-// The links are validated on the host; nodes outside [0, nnode) are skipped and
-// a ray stops after kMaxVisits nodes, so a corrupted BVH cannot hang a kernel.
-//
-// Nearer child first: both children's boxes are tested at their parent and pushed
-// far-then-near with their entry distances, and a popped node whose entry is no
-// nearer than the best hit so far (initially tmax: a closer hit on another geom)
-// is skipped. any_hit (shadow rays) returns the first triangle closer than tmax.
-FLYCUDA_HOST_DEVICE inline float node_entry(V3 o, V3 d, const float* bounds, int32_t node, int32_t nnode,
+// BVH: bounds [N, 6] (lo, hi); index [N, 2]: internal (left, right), leaf (first item, -count).
+// The links are validated on the host; nodes outside [0, nnode) and links back to
+// an earlier node are skipped, and a ray stops after kMaxVisits nodes, so a
+// corrupted BVH cannot hang a kernel.
+// The same layout serves the meshes (items: triangles) and the per-world top
+// level over geoms (items: render-list geoms, render_tiles.h).
+FLYCUDA_HOST_DEVICE inline float node_entry(V3 o, V3 inv, const float* bounds, int32_t node, int32_t nnode,
                                             float tmax) {
   if (node < 0 || node >= nnode) return kInf;
   const float* b = bounds + 6 * static_cast<int64_t>(node);
-  return slab(o, d, v3(b[0], b[1], b[2]), v3(b[3], b[4], b[5]), tmax, nullptr);
+  const float oo[3] = {o.x, o.y, o.z}, ii[3] = {inv.x, inv.y, inv.z};
+  float tn = -kInf, tf = kInf;
+  for (int k = 0; k < 3; ++k) {
+    if (ii[k] == kInf) {  // the ray is parallel to this slab: inside it or a miss
+      if (oo[k] < b[k] || oo[k] > b[3 + k]) return kInf;
+      continue;
+    }
+    float t1 = (b[k] - oo[k]) * ii[k], t2 = (b[3 + k] - oo[k]) * ii[k];
+    if (t1 > t2) { const float tmp = t1; t1 = t2; t2 = tmp; }
+    if (t1 > tn) tn = t1;  // plain compares: fmaxf's NaN rules cost a call on the CPU
+    if (t2 < tf) tf = t2;
+  }
+  if (tn > tf || tf < kEps || tn > tmax) return kInf;
+  return tn;
 }
 
-FLYCUDA_HOST_DEVICE inline Hit hit_mesh(V3 o, V3 d, int32_t root, const float* bounds,
-                                        const int32_t* index, const float* tris, int32_t nnode,
-                                        float tmax, bool any_hit) {
-  Hit best = miss();
-  best.t = tmax;
+// Per-axis reciprocals of a ray direction for node_entry (kInf for a zero component:
+// node_entry then tests the origin against that slab instead).
+FLYCUDA_HOST_DEVICE inline V3 reciprocal(V3 d) {
+  return v3(d.x != 0.f ? 1.f / d.x : kInf, d.y != 0.f ? 1.f / d.y : kInf, d.z != 0.f ? 1.f / d.z : kInf);
+}
+
+// Visits the leaves of the BVH at `root` that the ray (o, d) enters before `tmax`,
+// nearer child first: both children's boxes are tested at their parent and pushed
+// far-then-near with their entry distances, and a popped node whose entry is no
+// nearer than tmax (lowered by the leaves as they find hits) is skipped.
+// leaf(first, count) tests a leaf's items; it returns true to stop (any-hit).
+template <class Leaf>
+FLYCUDA_HOST_DEVICE inline void traverse(V3 o, V3 d, const float* bounds, const int32_t* index, int32_t root,
+                                         int32_t nnode, float& tmax, Leaf&& leaf) {
   int32_t stack[kStack];
   float entry[kStack];
   int sp = 0;
-  const float t_root = node_entry(o, d, bounds, root, nnode, best.t);
+  const V3 inv = reciprocal(d);  // multiplies instead of 6 divisions per box
+  const float t_root = node_entry(o, inv, bounds, root, nnode, tmax);
   if (t_root < kInf) {
     stack[sp] = root;
     entry[sp++] = t_root;
@@ -207,22 +228,16 @@ FLYCUDA_HOST_DEVICE inline Hit hit_mesh(V3 o, V3 d, int32_t root, const float* b
   for (int32_t visits = 0; sp > 0 && visits < kMaxVisits; ++visits) {
     --sp;
     const int32_t node = stack[sp];
-    if (entry[sp] > best.t) continue;  // a closer hit was found after it was pushed
+    if (entry[sp] > tmax) continue;  // a closer hit was found after it was pushed
     const int32_t a = index[2 * static_cast<int64_t>(node)], c = index[2 * static_cast<int64_t>(node) + 1];
-    if (c < 0) {  // leaf
-      for (int64_t k = a; k < static_cast<int64_t>(a) - c; ++k) {
-        V3 n = v3(0.f, 0.f, 1.f);
-        const float t = hit_triangle(o, d, tris + 9 * k, &n);
-        if (t < best.t) {
-          best.t = t;
-          best.n = n;
-          if (any_hit) return best;
-        }
-      }
+    if (c < 0) {
+      if (leaf(a, -c)) return;
       continue;
     }
-    const float ta = node_entry(o, d, bounds, a, nnode, best.t);
-    const float tc = node_entry(o, d, bounds, c, nnode, best.t);
+    // Children come after their parent in both layouts (checked on the host): a
+    // link back is skipped, so even a corrupted BVH holds no cycle.
+    const float ta = a > node ? node_entry(o, inv, bounds, a, nnode, tmax) : kInf;
+    const float tc = c > node ? node_entry(o, inv, bounds, c, nnode, tmax) : kInf;
     const bool a_first = ta <= tc;  // pushed last, popped first
     const int32_t near_node = a_first ? a : c, far_node = a_first ? c : a;
     const float t_near = a_first ? ta : tc, t_far = a_first ? tc : ta;
@@ -235,6 +250,27 @@ FLYCUDA_HOST_DEVICE inline Hit hit_mesh(V3 o, V3 d, int32_t root, const float* b
       entry[sp++] = t_near;
     }
   }
+}
+
+// Nearest triangle of the mesh BVH at `root` closer than tmax (a closer hit on
+// another geom); any_hit (shadow rays) returns the first one found.
+FLYCUDA_HOST_DEVICE inline Hit hit_mesh(V3 o, V3 d, int32_t root, const float* bounds,
+                                        const int32_t* index, const float* tris, int32_t nnode,
+                                        float tmax, bool any_hit) {
+  Hit best = miss();
+  best.t = tmax;
+  traverse(o, d, bounds, index, root, nnode, best.t, [&](int32_t first, int32_t count) {
+    for (int64_t k = first; k < static_cast<int64_t>(first) + count; ++k) {
+      V3 n = v3(0.f, 0.f, 1.f);
+      const float t = hit_triangle(o, d, tris + 9 * k, &n);
+      if (t < best.t) {
+        best.t = t;
+        best.n = n;
+        if (any_hit) return true;
+      }
+    }
+    return false;
+  });
   return best;
 }
 

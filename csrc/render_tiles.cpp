@@ -12,6 +12,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace flycuda {
 
@@ -47,6 +48,54 @@ void check_output(const char* kOpName, const at::Tensor& t, const char* name, at
   FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous");
 }
 
+// The top level is one tree over the render list: node 0 the root, every other
+// node linked from exactly one earlier node (so all are reachable and the refit
+// runs bottom-up in one pass), no deeper than the traversal stack; each bounded
+// geom (geom_param[k, 10] = rbound > 0) in exactly one leaf (k, -1), each
+// unbounded one (a plane) in `unbounded`.
+void check_top_level(const at::Tensor& geom_param, const at::Tensor& top_index, const at::Tensor& unbounded) {
+  constexpr const char* kOpName = "render_tiles";
+  const at::Tensor param = geom_param.to(at::kCPU).contiguous(), top = top_index.to(at::kCPU).contiguous(),
+                   unb = unbounded.to(at::kCPU).contiguous();
+  const int64_t Gr = param.size(0), Nt = top.size(0);
+  std::vector<int64_t> leaves(Gr, 0), planes(Gr, 0), links(Nt, 0), depth(Nt, 0);
+  const int32_t* tx = top.data_ptr<int32_t>();
+  for (int64_t n = 0; n < Nt; ++n) {
+    const int32_t a = tx[2 * n], c = tx[2 * n + 1];
+    const bool ok = c < 0 ? (c == -1 && a >= 0 && a < Gr) : (a > n && c > n && a < Nt && c < Nt && a != c);
+    FLYCUDA_CHECK(ok, "argument 'top_index' node ", n, " = (", a, ", ", c, ") is neither a leaf (k, -1) "
+                  "with k in [0, ", Gr, ") nor links to two distinct later nodes in [0, ", Nt, ")");
+    if (c < 0) {
+      ++leaves[a];
+      continue;
+    }
+    for (const int32_t kid : {a, c}) {
+      ++links[kid];
+      depth[kid] = depth[n] + 1;
+    }
+    FLYCUDA_CHECK(depth[n] + 1 < render::kStack, "argument 'top_index' is deeper than the traversal stack (",
+                  render::kStack, " levels) at node ", n);
+  }
+  for (int64_t n = 0; n < Nt; ++n) {
+    FLYCUDA_CHECK(links[n] == (n == 0 ? 0 : 1), "argument 'top_index' node ", n, " is linked from ", links[n],
+                  " nodes, expected ", (n == 0 ? "0 (the root)" : "1 (one tree)"));
+  }
+  const int32_t* ux = unb.data_ptr<int32_t>();
+  for (int64_t u = 0; u < unb.numel(); ++u) {
+    FLYCUDA_CHECK(ux[u] >= 0 && ux[u] < Gr, "argument 'unbounded' entry ", u, " = ", ux[u],
+                  " is outside [0, ", Gr, ")");
+    ++planes[ux[u]];
+  }
+  const float* pp = param.data_ptr<float>();
+  for (int64_t k = 0; k < Gr; ++k) {
+    const bool bounded = pp[render::kParam * k + 10] > 0.f;
+    FLYCUDA_CHECK(leaves[k] == (bounded ? 1 : 0) && planes[k] == (bounded ? 0 : 1), "render-list geom ", k,
+                  (bounded ? " (bounded: rbound > 0)" : " (unbounded: rbound <= 0)"), " must appear once, in ",
+                  (bounded ? "a 'top_index' leaf" : "'unbounded'"), ", got ", leaves[k], " leaves and ", planes[k],
+                  " 'unbounded' entries");
+  }
+}
+
 }  // namespace
 
 void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
@@ -54,11 +103,12 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
                         const at::Tensor& worlds, const at::Tensor& geom_ids,
                         const at::Tensor& geom_info, const at::Tensor& geom_param,
                         const at::Tensor& bvh_bounds, const at::Tensor& bvh_index,
-                        const at::Tensor& tris, const at::Tensor& lights,
+                        const at::Tensor& tris, const at::Tensor& top_index,
+                        const at::Tensor& unbounded, const at::Tensor& lights,
                         const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                         int64_t height, int64_t width, int64_t mosaic_cols, const at::Tensor& rgb,
                         const at::Tensor& depth, const at::Tensor& seg,
-                        const at::Tensor& world_bounds, const at::Tensor& timers) {
+                        const at::Tensor& top_bounds, const at::Tensor& timers) {
   constexpr const char* kOpName = "render_tiles";
   // Per-world poses: geom_xpos [W, G, 3], geom_xmat [W, G, 9], cam_pos [W, 3], cam_mat [W, 9].
   check_f32_rows(kOpName, geom_xpos, "geom_xpos", 3, 3);
@@ -82,15 +132,20 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
   check_static(kOpName, bvh_index, "bvh_index", at::kInt, 2);
   CHECK_SIZE(bvh_index, 0, bvh_bounds.size(0));
   check_static(kOpName, tris, "tris", at::kFloat, 9);
+  check_static(kOpName, top_index, "top_index", at::kInt, 2);
+  FLYCUDA_CHECK(top_index.size(0) < INT32_MAX, "argument 'top_index' must have fewer than 2^31 - 1 rows, got ",
+                top_index.size(0));
+  check_static(kOpName, unbounded, "unbounded", at::kInt, 0);
   check_static(kOpName, lights, "lights", at::kFloat, render::kLight);
   check_static(kOpName, headlight, "headlight", at::kFloat, 0);
   CHECK_SIZE(headlight, 0, 6);
   const std::pair<const char*, const at::Tensor*> others[] = {
       {"geom_xmat", &geom_xmat}, {"cam_pos", &cam_pos}, {"cam_mat", &cam_mat}, {"worlds", &worlds},
       {"geom_ids", &geom_ids}, {"geom_info", &geom_info}, {"geom_param", &geom_param},
-      {"bvh_bounds", &bvh_bounds}, {"bvh_index", &bvh_index}, {"tris", &tris}, {"lights", &lights},
+      {"bvh_bounds", &bvh_bounds}, {"bvh_index", &bvh_index}, {"tris", &tris}, {"top_index", &top_index},
+      {"unbounded", &unbounded}, {"lights", &lights},
       {"headlight", &headlight}, {"rgb", &rgb}, {"depth", &depth}, {"seg", &seg},
-      {"world_bounds", &world_bounds}, {"timers", &timers}};
+      {"top_bounds", &top_bounds}, {"timers", &timers}};
   for (const auto& [name, t] : others) {
     FLYCUDA_CHECK(t->device() == geom_xpos.device(), "argument '", name, "' must be on ",
                   geom_xpos.device(), " (the device of 'geom_xpos'), got ", t->device());
@@ -111,7 +166,7 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
   }
   check_output(kOpName, depth, "depth", at::kFloat, {S, height, width});
   check_output(kOpName, seg, "seg", at::kInt, {S, height, width});
-  check_output(kOpName, world_bounds, "world_bounds", at::kFloat, {S, 4});
+  check_output(kOpName, top_bounds, "top_bounds", at::kFloat, {S, top_index.size(0), 6});
   const int64_t tiles = (rgb.numel() && mosaic_cols > 0) ? cdiv(S, mosaic_cols) * mosaic_cols : S;
   check_output(kOpName, timers, "timers", at::kLong,
                {cdiv(tiles * height * width, render::kChunk), render::kTimers});
@@ -119,8 +174,9 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
 
 void check_render_tiles_indices(const at::Tensor& geom_xpos, const at::Tensor& worlds,
                                 const at::Tensor& geom_ids, const at::Tensor& geom_info,
-                                const at::Tensor& bvh_bounds, const at::Tensor& bvh_index,
-                                const at::Tensor& tris) {
+                                const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
+                                const at::Tensor& bvh_index, const at::Tensor& tris,
+                                const at::Tensor& top_index, const at::Tensor& unbounded) {
   constexpr const char* kOpName = "render_tiles";
   check_index_values(kOpName, "worlds", worlds, geom_xpos.size(0), "W = geom_xpos.size(0)", false);
   check_index_values(kOpName, "geom_ids", geom_ids, geom_xpos.size(1), "G = geom_xpos.size(1)", false);
@@ -141,6 +197,7 @@ void check_render_tiles_indices(const at::Tensor& geom_xpos, const at::Tensor& w
     FLYCUDA_CHECK(ok, "argument 'bvh_index' node ", n, " = (", a, ", ", c,
                   ") links outside the tree or the ", T, " triangles");
   }
+  check_top_level(geom_param, top_index, unbounded);
 }
 
 namespace {
@@ -149,21 +206,23 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                       const at::Tensor& cam_pos, const at::Tensor& cam_mat, const at::Tensor& worlds,
                       const at::Tensor& geom_ids, const at::Tensor& geom_info,
                       const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
-                      const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
+                      const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& top_index,
+                      const at::Tensor& unbounded, const at::Tensor& lights,
                       const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                       bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
                       bool check_indices, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
-                      at::Tensor& world_bounds, at::Tensor& timers) {
+                      at::Tensor& top_bounds, at::Tensor& timers) {
   // Check inputs.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
-                     bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers);
+                     bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight, fovy, zfar, samples, height,
+                     width, mosaic_cols, rgb, depth, seg, top_bounds, timers);
   if (check_indices) {
-    check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, bvh_bounds, bvh_index, tris);
+    check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, geom_param, bvh_bounds, bvh_index,
+                               tris, top_index, unbounded);
   }
   // Scene, outputs, sizes.
   render::Scene sc = render::make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
-                                        bvh_bounds, bvh_index, tris, lights, headlight);
+                                        bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight);
   const render::Out out = render::make_out(rgb, depth, seg, mosaic_cols);
   const int64_t S = worlds.size(0);
   const int32_t* wsel = worlds.data_ptr<int32_t>();
@@ -172,11 +231,15 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   const int64_t cp_s0 = cam_pos.stride(0), cm_s0 = cam_mat.stride(0);
   const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
   const int64_t tiles = render::tiles_covered(out, S);
-  // Culling spheres of the selected worlds (when a workspace is given).
-  if (world_bounds.numel()) {
-    float* wb = world_bounds.data_ptr<float>();
-    for (int64_t s = 0; s < S; ++s) render::world_bound(sc, render::tile_world(wsel, s, S, sc.nworld), wb + 4 * s);
-    sc.world_bounds = wb;
+  // Top-level BVH of each selected world refit from its poses (when a workspace is given).
+  if (top_bounds.numel()) {
+    float* tb = top_bounds.data_ptr<float>();
+    at::parallel_for(0, S, /*grain_size=*/16, [&](int64_t begin, int64_t end) {
+      for (int64_t s = begin; s < end; ++s) {
+        render::refit_top(sc, render::tile_world(wsel, s, S, sc.nworld), tb + 6 * sc.ntop * s);
+      }
+    });
+    sc.top_bounds = tb;
   }
   // Run the kernel: chunks of kChunk pixels (as the CUDA blocks), in parallel.
   const int64_t n = tiles * height * width;
@@ -210,6 +273,7 @@ render::Scene render::make_scene(const at::Tensor& geom_xpos, const at::Tensor& 
                                  const at::Tensor& geom_ids, const at::Tensor& geom_info,
                                  const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
                                  const at::Tensor& bvh_index, const at::Tensor& tris,
+                                 const at::Tensor& top_index, const at::Tensor& unbounded,
                                  const at::Tensor& lights, const at::Tensor& headlight) {
   render::Scene sc;
   sc.xpos = geom_xpos.data_ptr<float>();
@@ -227,10 +291,14 @@ render::Scene render::make_scene(const at::Tensor& geom_xpos, const at::Tensor& 
   sc.bounds = bvh_bounds.data_ptr<float>();
   sc.index = bvh_index.data_ptr<int32_t>();
   sc.tris = tris.data_ptr<float>();
+  sc.top_index = top_index.data_ptr<int32_t>();
+  sc.ntop = static_cast<int32_t>(top_index.size(0));
+  sc.unbounded = unbounded.data_ptr<int32_t>();
+  sc.nunbounded = unbounded.size(0);
   sc.lights = lights.data_ptr<float>();
   sc.nlight = lights.size(0);
   sc.headlight = headlight.data_ptr<float>();
-  sc.world_bounds = nullptr;
+  sc.top_bounds = nullptr;
   return sc;
 }
 

@@ -2,8 +2,11 @@
 // and CUDA (cuda/render_tiles.cu) impls, and mirrored by flycuda/reference/render.py.
 //
 // A ray is cast per pixel (and per sub-sample) from each selected world's camera.
-// It is moved into every geom's local frame and intersected there, and the nearest hit
-// is shaded: ambient + headlight + the model's directional lights (optional shadow rays).
+// It walks the world's top-level BVH over geom boxes (refit from the live poses
+// before the pixels, refit_top) and the unbounded geoms (planes); each geom it
+// reaches is intersected in its local frame (meshes through their own BVH), and
+// the nearest hit is shaded: ambient + headlight + the model's directional lights
+// (optional shadow rays, any-hit).
 // Conventions follow MuJoCo Warp's renderer: the camera looks along its -z axis with y up,
 // row 0 is the top of the image, pixel centers are at +0.5, and depth is planar
 // (distance along the optical axis). seg holds the geom id, or -1 for background.
@@ -31,56 +34,85 @@ struct Scene {
   const int32_t* geom_info;  // [Gr, 2] type, mesh BVH root
   const float* geom_param;   // [Gr, kParam]
   int64_t ngeom;
-  const float* bounds;       // [N, 6]
+  const float* bounds;       // [N, 6] mesh BVH nodes
   const int32_t* index;      // [N, 2]
   int32_t nnode;             // N
   const float* tris;         // [Ntri, 9]
+  const int32_t* top_index;  // [Nt, 2] top-level BVH over the bounded geoms: leaves (k, -1)
+  int32_t ntop;              // Nt
+  const int32_t* unbounded;  // [U] render-list indices of the unbounded geoms (planes)
+  int64_t nunbounded;        // U
   const float* lights;       // [L, kLight]
   int64_t nlight;
   const float* headlight;    // [6] ambient rgb, diffuse rgb
-  const float* world_bounds; // [S, 4] sphere around each selected world's bounded geoms, or null
+  const float* top_bounds;   // [S, Nt, 6] the selected worlds' top-level boxes, or null
 };
 
-// The sphere (center, radius) enclosing the bounding spheres of world w's
-// bounded geoms (all but planes): rays that miss it skip those geoms. Exact
-// culling: it never changes an image, only how many geoms a ray tests.
-FLYCUDA_HOST_DEVICE inline void world_bound(const Scene& sc, int64_t w, float* out4) {
-  if (w < 0) {  // no world (a bad id): no sphere, nothing culled
-    out4[0] = out4[1] = out4[2] = 0.f;
-    out4[3] = -1.f;
-    return;
-  }
-  V3 c = v3(0.f, 0.f, 0.f);
-  int64_t cnt = 0;
-  for (int64_t k = 0; k < sc.ngeom; ++k) {
-    if (sc.geom_param[kParam * k + 10] <= 0.f) continue;
-    const float* xp = sc.xpos + w * sc.xpos_s0 + sc.geom_ids[k] * sc.xpos_s1;
-    c = add(c, v3(xp[0], xp[1], xp[2]));
-    ++cnt;
-  }
-  float r = 0.f;
-  if (cnt > 0) {
-    c = mul(c, 1.f / static_cast<float>(cnt));
-    for (int64_t k = 0; k < sc.ngeom; ++k) {
-      const float rb = sc.geom_param[kParam * k + 10];
-      if (rb <= 0.f) continue;
-      const float* xp = sc.xpos + w * sc.xpos_s0 + sc.geom_ids[k] * sc.xpos_s1;
-      const V3 dc = sub(v3(xp[0], xp[1], xp[2]), c);
-      r = fmaxf(r, sqrtf(dot(dc, dc)) + rb);
-    }
-    r = r * 1.0001f + 1e-6f;  // round outwards
-  }
-  out4[0] = c.x;
-  out4[1] = c.y;
-  out4[2] = c.z;
-  out4[3] = cnt > 0 ? r : -1.f;  // -1: no bounded geoms
+// An empty box: a point at +kInf (no ray enters it, see slab); unions skip it.
+FLYCUDA_HOST_DEVICE inline void empty_box(float* b) {
+  for (int i = 0; i < 6; ++i) b[i] = kInf;
 }
 
-// Does the ray (o, d) miss the sphere (c, r)? (d is a unit vector.)
-FLYCUDA_HOST_DEVICE inline bool misses_sphere(V3 o, V3 d, V3 c, float r) {
-  const V3 oc = sub(o, c);
-  const float b = dot(oc, d), cc = dot(oc, oc) - r * r;
-  return cc > 0.f && (b > 0.f || b * b < cc);
+// World-frame box of render-list geom k in world w: its local box (mesh: the BVH
+// root's; primitives: from the sizes; else the bounding sphere) moved by the pose,
+// padded outwards against rounding (1e-4 of its size, 1e-5 of its distance from the
+// origin), so that the culling agrees with the geom's own test but on far silhouettes.
+FLYCUDA_HOST_DEVICE inline void geom_box(const Scene& sc, int64_t w, int64_t k, float* b) {
+  const float* P = sc.geom_param + kParam * k;
+  const int32_t type = sc.geom_info[2 * k], root = sc.geom_info[2 * k + 1];
+  V3 c = v3(0.f, 0.f, 0.f), h = v3(P[10], P[10], P[10]);
+  if (type == kSphere) h = v3(P[0], P[0], P[0]);
+  if (type == kCapsule) h = v3(P[0], P[0], P[1] + P[0]);
+  if (type == kCylinder) h = v3(P[0], P[0], P[1]);
+  if (type == kEllipsoid || type == kBox) h = v3(P[0], P[1], P[2]);
+  if (type == kMesh && root >= 0 && root < sc.nnode) {
+    const float* r = sc.bounds + 6 * static_cast<int64_t>(root);
+    c = v3(0.5f * (r[0] + r[3]), 0.5f * (r[1] + r[4]), 0.5f * (r[2] + r[5]));
+    h = v3(0.5f * (r[3] - r[0]), 0.5f * (r[4] - r[1]), 0.5f * (r[5] - r[2]));
+  }
+  const int32_t g = sc.geom_ids[k];
+  const float* xp = sc.xpos + w * sc.xpos_s0 + g * sc.xpos_s1;
+  const float* R = sc.xmat + w * sc.xmat_s0 + g * sc.xmat_s1;
+  const V3 cw = add(v3(xp[0], xp[1], xp[2]), matvec(R, c));
+  const float hw[3] = {fabsf(R[0]) * h.x + fabsf(R[1]) * h.y + fabsf(R[2]) * h.z,
+                       fabsf(R[3]) * h.x + fabsf(R[4]) * h.y + fabsf(R[5]) * h.z,
+                       fabsf(R[6]) * h.x + fabsf(R[7]) * h.y + fabsf(R[8]) * h.z};
+  const float big = fmaxf(fmaxf(hw[0], hw[1]), hw[2]);
+  const float dist = fmaxf(fmaxf(fabsf(cw.x), fabsf(cw.y)), fabsf(cw.z));
+  const float pad = 1e-4f * big + 1e-5f * dist + 1e-6f;
+  const float cc[3] = {cw.x, cw.y, cw.z};
+  for (int i = 0; i < 3; ++i) {
+    b[i] = cc[i] - (hw[i] + pad);
+    b[3 + i] = cc[i] + (hw[i] + pad);
+  }
+}
+
+// Refits the top-level BVH of world w into `nodes` [Nt, 6] (one tile's rows):
+// leaves from the live geom poses, then each parent as the union of its children,
+// bottom-up (children have larger indices than their parent; validated on the
+// host, and links that break it are read as empty). No world (w < 0): all empty.
+FLYCUDA_HOST_DEVICE inline void refit_top(const Scene& sc, int64_t w, float* nodes) {
+  for (int32_t j = sc.ntop - 1; j >= 0; --j) {
+    float* b = nodes + 6 * static_cast<int64_t>(j);
+    empty_box(b);
+    if (w < 0) continue;
+    const int32_t a = sc.top_index[2 * static_cast<int64_t>(j)], c = sc.top_index[2 * static_cast<int64_t>(j) + 1];
+    if (c < 0) {
+      if (a >= 0 && a < sc.ngeom) geom_box(sc, w, a, b);
+      continue;
+    }
+    const int32_t kids[2] = {a, c};
+    for (int i = 0; i < 2; ++i) {
+      if (kids[i] <= j || kids[i] >= sc.ntop) continue;
+      const float* k = nodes + 6 * static_cast<int64_t>(kids[i]);
+      if (k[0] >= kInf) continue;  // an empty child
+      const bool first = b[0] >= kInf;
+      for (int e = 0; e < 3; ++e) {
+        b[e] = first ? k[e] : fminf(b[e], k[e]);
+        b[3 + e] = first ? k[3 + e] : fmaxf(b[3 + e], k[3 + e]);
+      }
+    }
+  }
 }
 
 struct RayResult {
@@ -89,35 +121,59 @@ struct RayResult {
   V3 n;       // world normal, unit, facing the ray
 };
 
+// Does the ray (o, d) miss the sphere (c, r)? (d is a unit vector.)
+FLYCUDA_HOST_DEVICE inline bool misses_sphere(V3 o, V3 d, V3 c, float r) {
+  const V3 oc = sub(o, c);
+  const float b = dot(oc, d), cc = dot(oc, oc) - r * r;
+  return cc > 0.f && (b > 0.f || b * b < cc);
+}
+
+// Intersects render-list geom k of world w with the world ray (o, d); a hit nearer
+// than r.t replaces r (normal still in world frame, not normalized). Returns
+// whether it hit (any_hit callers stop there).
+FLYCUDA_HOST_DEVICE inline bool test_geom(const Scene& sc, int64_t w, int64_t k, V3 o, V3 d, bool any_hit,
+                                          RayResult& r) {
+  const int32_t g = sc.geom_ids[k];
+  const float* P = sc.geom_param + kParam * k;
+  const float* xp = sc.xpos + w * sc.xpos_s0 + g * sc.xpos_s1;
+  const V3 c = v3(xp[0], xp[1], xp[2]);
+  if (P[10] > 0.f && misses_sphere(o, d, c, P[10])) return false;  // geom bounding sphere
+  const float* R = sc.xmat + w * sc.xmat_s0 + g * sc.xmat_s1;
+  const V3 ol = matTvec(R, sub(o, c)), dl = matTvec(R, d);
+  const Hit h = hit_geom(sc.geom_info[2 * k], ol, dl, v3(P[0], P[1], P[2]), sc.geom_info[2 * k + 1],
+                         sc.bounds, sc.index, sc.tris, sc.nnode, r.t, any_hit);
+  if (!(h.t < r.t)) return false;
+  r.k = static_cast<int32_t>(k);
+  r.t = h.t;
+  r.n = matvec(R, h.n);
+  return true;
+}
+
 // Nearest geom along the world ray (o, d) of world w; any_hit stops at the first hit.
-// cull: the world's culling sphere (world_bound), or null.
-FLYCUDA_HOST_DEVICE inline RayResult trace(const Scene& sc, int64_t w, const float* cull, V3 o, V3 d,
+// top: the tile's refit top-level boxes [Nt, 6] (refit_top), or null to test every geom.
+FLYCUDA_HOST_DEVICE inline RayResult trace(const Scene& sc, int64_t w, const float* top, V3 o, V3 d,
                                            float tmax, bool any_hit) {
   RayResult r;
   r.k = -1;
   r.t = tmax;
   r.n = v3(0.f, 0.f, 1.f);
-  bool skip_bounded = false;
-  if (cull) {  // world-level reject of every bounded geom
-    skip_bounded = cull[3] < 0.f || misses_sphere(o, d, v3(cull[0], cull[1], cull[2]), cull[3]);
-  }
-  for (int64_t k = 0; k < sc.ngeom; ++k) {
-    const int32_t g = sc.geom_ids[k];
-    const float* P = sc.geom_param + kParam * k;
-    const float rbound = P[10];
-    if (rbound > 0.f && skip_bounded) continue;
-    const float* xp = sc.xpos + w * sc.xpos_s0 + g * sc.xpos_s1;
-    const V3 c = v3(xp[0], xp[1], xp[2]);
-    if (rbound > 0.f && misses_sphere(o, d, c, rbound)) continue;  // geom bounding sphere
-    const float* R = sc.xmat + w * sc.xmat_s0 + g * sc.xmat_s1;
-    const V3 ol = matTvec(R, sub(o, c)), dl = matTvec(R, d);
-    const Hit h = hit_geom(sc.geom_info[2 * k], ol, dl, v3(P[0], P[1], P[2]), sc.geom_info[2 * k + 1],
-                           sc.bounds, sc.index, sc.tris, sc.nnode, r.t, any_hit);
-    if (h.t < r.t) {
-      r.k = static_cast<int32_t>(k);
-      r.t = h.t;
-      r.n = matvec(R, h.n);
-      if (any_hit) return r;
+  if (top) {
+    bool stop = false;
+    for (int64_t u = 0; u < sc.nunbounded && !stop; ++u) {
+      const int64_t k = sc.unbounded[u];
+      if (k >= 0 && k < sc.ngeom) stop = test_geom(sc, w, k, o, d, any_hit, r) && any_hit;
+    }
+    if (!stop) {
+      traverse(o, d, top, sc.top_index, 0, sc.ntop, r.t, [&](int32_t first, int32_t count) {
+        for (int64_t k = first; k < static_cast<int64_t>(first) + count; ++k) {
+          if (k >= 0 && k < sc.ngeom && test_geom(sc, w, k, o, d, any_hit, r) && any_hit) return true;
+        }
+        return false;
+      });
+    }
+  } else {
+    for (int64_t k = 0; k < sc.ngeom; ++k) {
+      if (test_geom(sc, w, k, o, d, any_hit, r) && any_hit) break;
     }
   }
   if (r.k >= 0) {
@@ -135,7 +191,7 @@ FLYCUDA_HOST_DEVICE inline int64_t cell_index(float x) {
 }
 
 // Shaded color of a hit (world ray o, d): base * (ambient + headlight + lights).
-FLYCUDA_HOST_DEVICE inline V3 shade(const Scene& sc, int64_t w, const float* cull, V3 o, V3 d,
+FLYCUDA_HOST_DEVICE inline V3 shade(const Scene& sc, int64_t w, const float* top, V3 o, V3 d,
                                     const RayResult& r, bool shadows) {
   const float* P = sc.geom_param + kParam * r.k;
   V3 base = v3(P[3], P[4], P[5]);
@@ -158,7 +214,7 @@ FLYCUDA_HOST_DEVICE inline V3 shade(const Scene& sc, int64_t w, const float* cul
     if (diff <= 0.f) continue;
     if (shadows && L[9] > 0.f) {
       const V3 so = add(p, mul(r.n, 1e-4f * fmaxf(1.f, r.t)));
-      if (trace(sc, w, cull, so, mul(ld, -1.f), kInf, true).k >= 0) continue;
+      if (trace(sc, w, top, so, mul(ld, -1.f), kInf, true).k >= 0) continue;
     }
     light = add(light, mul(v3(L[6], L[7], L[8]), diff));
   }
@@ -250,14 +306,14 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const Out& out, in
                                              float tan_half_fovy, float zfar, int64_t n, bool shadows,
                                              int64_t* stage) {
   const V3 o = v3(cam_pos[0], cam_pos[1], cam_pos[2]);
-  const float* cull = sc.world_bounds ? sc.world_bounds + 4 * s : nullptr;
+  const float* top = sc.top_bounds ? sc.top_bounds + 6 * sc.ntop * s : nullptr;
   V3 acc = v3(0.f, 0.f, 0.f);
   for (int64_t sy = 0; sy < n; ++sy) {
     for (int64_t sx = 0; sx < n; ++sx) {
       const V3 dc = camera_ray(px, py, sx, sy, n, Wd, H, tan_half_fovy);
       const V3 d = matvec(cam_mat, dc);
       const int64_t t0 = stage ? now() : 0;
-      RayResult r = trace(sc, w, cull, o, d, kInf, false);
+      RayResult r = trace(sc, w, top, o, d, kInf, false);
       const int64_t t1 = stage ? now() : 0;
       if (r.k >= 0 && zfar > 0.f && r.t * -dc.z > zfar) r.k = -1;  // beyond the far plane
       if (sx == 0 && sy == 0) {  // depth and seg from the first sub-sample (as MuJoCo Warp)
@@ -265,7 +321,7 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const Out& out, in
         if (out.depth) out.depth[pix] = r.k >= 0 ? r.t * -dc.z : 0.f;
         if (out.seg) out.seg[pix] = r.k >= 0 ? sc.geom_ids[r.k] : -1;
       }
-      if (out.rgb && r.k >= 0) acc = add(acc, shade(sc, w, cull, o, d, r, shadows));
+      if (out.rgb && r.k >= 0) acc = add(acc, shade(sc, w, top, o, d, r, shadows));
       if (stage) {
         stage[0] += t1 - t0;
         stage[1] += now() - t1;

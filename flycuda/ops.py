@@ -157,7 +157,7 @@ def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torc
                  width: int, rgb: torch.Tensor | None = None, depth: torch.Tensor | None = None,
                  seg: torch.Tensor | None = None, mosaic_cols: int = 0, samples: int = 1,
                  shadows: bool = False, zfar: float | None = None,
-                 world_bounds: torch.Tensor | None = None, timers: torch.Tensor | None = None,
+                 top_bounds: torch.Tensor | None = None, timers: torch.Tensor | None = None,
                  check: bool = True) -> None:
     """Ray-casts each selected world's camera view into preallocated outputs.
 
@@ -176,15 +176,17 @@ def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torc
         samples: n: n x n rays per pixel, averaged (depth/seg from the first).
         shadows: cast shadow rays towards the lights that cast shadows.
         zfar: far plane (planar depth; 0 = none); default the scene's (MuJoCo's).
-        world_bounds: float32 [S, 4] workspace for the selected worlds' culling spheres
-            (row s for ``worlds[s]``; exact: images do not change, rays that miss a
-            world's sphere skip its geoms).
+        top_bounds: float32 [S, Nt, 6] workspace (Nt = ``scene.top_index.shape[0]``):
+            each selected world's top-level BVH over its geom boxes, refit from the
+            poses at the start of the call (rows [s] for ``worlds[s]``). With it, rays
+            walk that BVH; without it, they test every geom (slower; the same images
+            up to rounding on far silhouettes and the order of exact ties).
         timers: int64 [ceil(pixels / 128), 3] in-kernel stage timers per chunk of 128
             pixels (a CUDA block): trace, shade (summed over its pixels) and the chunk's
             total; clock64 cycles on CUDA, nanoseconds on CPU. ``pixels`` counts every
             tile (every mosaic cell in mosaic mode).
 
-        check: validate the index values (worlds, geom ids, BVH links); on CUDA this
+        check: validate the index values (worlds, geom ids, BVH links, top level); on CUDA this
             copies them to the host (skipped while capturing a graph). Pass False only
             for inputs already validated (TileRenderer checks its static scene once).
 
@@ -207,10 +209,10 @@ def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torc
     torch.ops.flycuda.render_tiles.default(
         geom_xpos, flat("geom_xmat", geom_xmat, 2), cam_pos, flat("cam_mat", cam_mat, 1), worlds, scene.geom_ids,
         scene.geom_info, scene.geom_param, scene.bvh_bounds, scene.bvh_index, scene.tris,
-        scene.lights, scene.headlight, float(fovy), float(scene.zfar if zfar is None else zfar),
+        scene.top_index, scene.unbounded, scene.lights, scene.headlight, float(fovy), float(scene.zfar if zfar is None else zfar),
         int(samples), bool(shadows), int(height), int(width), int(mosaic_cols), bool(check),
         empty_u8 if rgb is None else rgb, empty_f if depth is None else depth,
-        empty_i if seg is None else seg, empty_f if world_bounds is None else world_bounds,
+        empty_i if seg is None else seg, empty_f if top_bounds is None else top_bounds,
         torch.empty(0, dtype=torch.int64, device=geom_xpos.device) if timers is None else timers)
 
 
@@ -276,8 +278,9 @@ def _record_qpos_fake(qpos, adrs, history, step, every):
 
 @torch.library.register_fake("flycuda::render_tiles")
 def _render_tiles_fake(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
-                       bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, shadows,
-                       height, width, mosaic_cols, check_indices, rgb, depth, seg, world_bounds, timers):
+                       bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight, fovy, zfar,
+                       samples, shadows, height, width, mosaic_cols, check_indices, rgb, depth, seg,
+                       top_bounds, timers):
     torch._check(geom_xpos.dim() == 3 and geom_xpos.dtype == torch.float32,
                  lambda: f"flycuda.render_tiles: argument 'geom_xpos' must be float32 [W, G, 3], got {geom_xpos.dtype} {tuple(geom_xpos.shape)}")
     torch._check(height > 0 and width > 0, lambda: "flycuda.render_tiles: the image must not be empty")

@@ -77,7 +77,8 @@ class TileRenderer:
             self.rgb = None
         self.depth = torch.zeros(S, height, width, device=dev) if depth else None
         self.seg = torch.full((S, height, width), -1, dtype=torch.int32, device=dev) if seg else None
-        self.world_bounds = torch.empty(S, 4, device=dev)  # culling workspace, one row per tile
+        # Workspace: each tile's top-level BVH boxes, refit by every render.
+        self.top_bounds = torch.empty(S, self.scene.top_index.shape[0], 6, device=dev)
         tiles_n = (math.ceil(S / self.cols) * self.cols) if (mosaic and rgb) else S
         chunks = math.ceil(tiles_n * height * width / 128)
         self.timers = torch.zeros(chunks, 3, dtype=torch.int64, device=dev) if timers else None
@@ -90,7 +91,7 @@ class TileRenderer:
         render_tiles(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
                      fovy=self.fovy, height=self.height, width=self.width, rgb=self.rgb, depth=self.depth,
                      seg=self.seg, mosaic_cols=self.cols, samples=self.samples, shadows=self.shadows,
-                     world_bounds=self.world_bounds, timers=self.timers, check=not self._validated)
+                     top_bounds=self.top_bounds, timers=self.timers, check=not self._validated)
         # During capture the op skips its index check (no host copies), so a first
         # render captured into a graph has validated nothing yet.
         if not streams.capturing(self.geom_xpos.device):

@@ -2,8 +2,11 @@
 
 What :func:`flycuda.render_tiles` needs besides the per-world poses: the geoms to
 render (their ids, types, sizes, colours, checker pattern, bounding radius), one
-BVH per mesh (built here, on the host, once) with its triangles, and the lights.
-Everything is in the layout csrc/render_tiles.h reads.
+BVH per mesh (built here, on the host, once) with its triangles, the topology of
+the per-world top-level BVH over the bounded geoms (built once from the model's
+rest pose; its boxes are refit from the live poses on the device at every
+render), the unbounded geoms (planes), and the lights. Everything is in the
+layout csrc/render_tiles.h reads.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class Scene:
     bvh_bounds: torch.Tensor  # float32 [N, 6]
     bvh_index: torch.Tensor   # int32 [N, 2]: (left, right) or (first tri, -count)
     tris: torch.Tensor        # float32 [Ntri, 9]
+    top_index: torch.Tensor   # int32 [Nt, 2]: top level over bounded geoms: (left, right) or (k, -1)
+    unbounded: torch.Tensor   # int32 [U]: render-list indices of the unbounded geoms (planes)
     lights: torch.Tensor      # float32 [L, 10]: dir[3] ambient[3] diffuse[3] castshadow
     headlight: torch.Tensor   # float32 [6]: ambient[3] diffuse[3]
     zfar: float
@@ -36,7 +41,7 @@ class Scene:
     def to(self, device) -> "Scene":
         return Scene(*(getattr(self, f).to(device) for f in
                        ("geom_ids", "geom_info", "geom_param", "bvh_bounds", "bvh_index", "tris",
-                        "lights", "headlight")), self.zfar)
+                        "top_index", "unbounded", "lights", "headlight")), self.zfar)
 
 
 SAH_BINS = 12
@@ -83,39 +88,63 @@ def _sah_split(ids: np.ndarray, lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndar
     return ids[b <= k], ids[b > k]
 
 
-def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
-    """A BVH over ``tris`` [n, 9]: nodes of more than SAH_MIN triangles split by the
-    binned surface-area heuristic, smaller ones (and any SAH cannot split, e.g.
-    coincident centroids) at the median centroid of their widest axis, down to leaves
-    of at most LEAF_SIZE triangles. Returns (bounds [N, 6], index [N, 2], triangles
-    reordered to leaf order); node/tri indices are offset by first_node/first_tri."""
-    n = tris.shape[0]
-    if n == 0:
-        raise ValueError("a mesh without triangles cannot be rendered")
-    v = tris.reshape(n, 3, 3).astype(np.float64)
-    lo_t, hi_t, cen = v.min(axis=1), v.max(axis=1), v.mean(axis=1)
+def _build_tree(lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndarray, leaf_size: int):
+    """A BVH over n items with boxes [lo_t, hi_t] and centroids ``cen`` [n, 3]: nodes
+    of more than SAH_MIN items split by the binned surface-area heuristic, smaller
+    ones (and any SAH cannot split, e.g. coincident centroids) at the median centroid
+    of their widest axis, down to leaves of at most ``leaf_size`` items. Children come
+    after their parent. Returns (bounds [N, 6] float64, index [N, 2] with leaves
+    (position in ``order``, -count), order: item ids in leaf order)."""
     bounds, index, order = [], [], []
-    stack = [(np.arange(n), -1, 0)]  # (triangles, parent node, which child)
+    stack = [(np.arange(len(cen)), -1, 0)]  # (items, parent node, which child)
     while stack:
         ids, parent, which = stack.pop()
         node = len(bounds)
         bounds.append(np.concatenate([lo_t[ids].min(axis=0), hi_t[ids].max(axis=0)]))
         index.append([0, 0])
         if parent >= 0:
-            index[parent][which] = first_node + node
+            index[parent][which] = node
         split = _sah_split(ids, lo_t, hi_t, cen) if len(ids) > SAH_MIN else None
-        if split is None and len(ids) > LEAF_SIZE:  # no SAH split: halve by the median centroid
+        if split is None and len(ids) > leaf_size:  # no SAH split: halve by the median centroid
             c = cen[ids]
             axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
             srt = ids[np.argsort(c[:, axis], kind="stable")]
             split = (srt[:len(srt) // 2], srt[len(srt) // 2:])
         if split is None:
-            index[node] = [first_tri + len(order), -len(ids)]
+            index[node] = [len(order), -len(ids)]
             order.extend(ids.tolist())
             continue
         stack.append((split[1], node, 1))
         stack.append((split[0], node, 0))
-    return (np.asarray(bounds, np.float32), np.asarray(index, np.int32), tris[np.asarray(order)])
+    return np.asarray(bounds), np.asarray(index, np.int64).reshape(-1, 2), np.asarray(order, np.int64)
+
+
+def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
+    """A BVH over the triangles ``tris`` [n, 9] (see _build_tree; leaves of at most
+    LEAF_SIZE triangles). Returns (bounds [N, 6], index [N, 2], triangles reordered
+    to leaf order); node/tri indices are offset by first_node/first_tri."""
+    n = tris.shape[0]
+    if n == 0:
+        raise ValueError("a mesh without triangles cannot be rendered")
+    v = tris.reshape(n, 3, 3).astype(np.float64)
+    bounds, index, order = _build_tree(v.min(axis=1), v.max(axis=1), v.mean(axis=1), LEAF_SIZE)
+    leaf = index[:, 1] < 0
+    index = index + np.where(leaf[:, None], [first_tri, 0], first_node)
+    return bounds.astype(np.float32), index.astype(np.int32), tris[order]
+
+
+def build_top(centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    """Topology of the top-level BVH over bounded geoms with rest-pose centers [n, 3]
+    and bounding radii [n]: index [Nt, 2], leaves (geom, -1) with geom in [0, n),
+    children after their parent (render_tiles refits the boxes every frame)."""
+    if len(centers) == 0:
+        return np.zeros((0, 2), np.int32)
+    c = np.asarray(centers, np.float64).reshape(-1, 3)
+    r = np.asarray(radii, np.float64).reshape(-1, 1)
+    _, index, order = _build_tree(c - r, c + r, c, leaf_size=1)
+    leaf = index[:, 1] < 0
+    index[leaf, 0] = order[index[leaf, 0]]
+    return index.astype(np.int32)
 
 
 def _texture_colors(mjm, matid: int):
@@ -174,6 +203,12 @@ def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
         p[0:3], p[3:6], p[6:9] = mjm.geom_size[g], rgb, rgb2
         p[9], p[10] = checker, 0.0 if gtype == PLANE else float(mjm.geom_rbound[g])
         ids.append(g), info.append([gtype, root]), params.append(p)
+    # Top level over the bounded geoms (leaves hold render-list indices), from the rest pose.
+    rbound = np.asarray([p[10] for p in params], np.float64)
+    bounded, unbounded = np.flatnonzero(rbound > 0), np.flatnonzero(rbound <= 0)
+    top = build_top(d.geom_xpos[np.asarray(ids, np.int64)[bounded]], rbound[bounded])
+    leaf = top[:, 1] < 0
+    top[leaf, 0] = bounded[top[leaf, 0]]
     lights = []
     for li in range(mjm.nlight):
         directional = bool(mjm.light_directional[li]) if hasattr(mjm, "light_directional") else \
@@ -197,5 +232,6 @@ def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
         bvh_bounds=t(np.concatenate(bounds) if bounds else np.zeros((0, 6)), np.float32, (-1, 6)),
         bvh_index=t(np.concatenate(index) if index else np.zeros((0, 2)), np.int32, (-1, 2)),
         tris=t(np.concatenate(tris) if tris else np.zeros((0, 9)), np.float32, (-1, 9)),
+        top_index=t(top, np.int32, (-1, 2)), unbounded=t(unbounded, np.int32, (-1,)),
         lights=t(lights, np.float32, (-1, LIGHT)), headlight=t(headlight, np.float32, (6,)),
         zfar=float(mjm.vis.map.zfar * mjm.stat.extent))

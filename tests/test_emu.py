@@ -21,11 +21,12 @@ Branches reached (csrc/kernels/):
   record_qpos_kernel: s < 0, s % every != 0, s / every >= R (early returns),
     idx >= W*D (partial block), recorded steps; strided qpos/history; int32/int64
     adrs with repeats.
-  world_bounds_kernel: s >= S (idle threads) and every selected world; worlds with
-    bounded geoms (planes skipped).
+  refit_top_kernel: s >= S (idle threads), every selected world and a bad world id
+    (all boxes empty); leaves of every bounded geom type (mesh: its BVH root's box),
+    parents as unions; a corrupted top level (back links, out-of-range leaves).
   render_tiles_kernel: tiles and mosaic (s >= S: empty cells cleared), rgb/depth/seg
-    each present or absent, samples 1 and 2, shadows on and off, world culling on
-    and off, stage timers on (atomics and two __syncthreads) and off; every geom type
+    each present or absent, samples 1 and 2, shadows on and off, the top-level BVH
+    on and off (every geom tested), stage timers on (atomics and two __syncthreads) and off; every geom type
     the scenes hold (plane with checker, sphere, capsule, ellipsoid, cylinder, box,
     mesh BVH) and the far plane.
 """
@@ -255,9 +256,10 @@ def _render_case(tr) -> emu.Case:
     case.strided("geom_xpos", tr.geom_xpos, "xpos").strided("geom_xmat", tr.geom_xmat, "xmat")
     case.strided("cam_pos", tr.cam_pos, "cp").strided("cam_mat", tr.cam_mat, "cm")
     case.array("worlds", tr.worlds)
-    for name in ("geom_ids", "geom_info", "geom_param", "bvh_bounds", "bvh_index", "tris", "lights", "headlight"):
+    for name in ("geom_ids", "geom_info", "geom_param", "bvh_bounds", "bvh_index", "tris", "top_index", "unbounded",
+                 "lights", "headlight"):
         case.array(name, getattr(sc, name))
-    for name in ("rgb", "depth", "seg", "world_bounds", "timers"):
+    for name in ("rgb", "depth", "seg", "top_bounds", "timers"):
         t = getattr(tr, name)
         if t is not None:
             case.array(name, poison_like(t.float()).to(t.dtype) if name != "timers" else torch.full_like(t, -1))
@@ -274,7 +276,7 @@ def _assert_close_to_reference(case, tr) -> None:
 
 
 def _render_params():
-    # scene, worlds, size, mosaic, samples, shadows, culling, timers, outputs, NaN light
+    # scene, worlds, size, mosaic, samples, shadows, top level, timers, outputs, NaN light
     return [
         ("prims", None, (12, 9), False, 1, False, True, False, "rgb,depth,seg", False),
         ("prims", [1, 0, 1], (10, 7), True, 2, True, True, True, "rgb,depth,seg", False),
@@ -296,12 +298,12 @@ def test_render_tiles(sanitizer, request):
     top = ((0.0, 0.0, 0.5), (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0), 60.0)  # looks straight down -z
     sims = {"prims": (prims, "overview"), "prims-top": (prims, top), "fly": (_fly_sim(3, steps=10), "track")}
     cases, renderers = [], []
-    for scene, worlds, (w, h), mos, samples, shadows, cull, timers, outs, nan_light in _render_params():
+    for scene, worlds, (w, h), mos, samples, shadows, top_level, timers, outs, nan_light in _render_params():
         sim, cam = sims[scene]
         tr = TileRenderer(sim, cam, w, h, worlds=worlds, mosaic=mos, samples=samples, shadows=shadows,
                           rgb="rgb" in outs, depth="depth" in outs, seg="seg" in outs, timers=timers)
-        if not cull:
-            tr.world_bounds = None
+        if not top_level:
+            tr.top_bounds = None
         if nan_light:
             tr.scene.headlight[0] = float("nan")  # ambient red: every geom pixel's red is NaN
         case = _render_case(tr)
@@ -313,8 +315,8 @@ def test_render_tiles(sanitizer, request):
         for name in ("rgb", "depth", "seg"):
             if getattr(tr, name) is not None:
                 assert torch.equal(case.out[name], getattr(tr, name)), f"{name} differs from the CPU op: {p}"
-        if tr.world_bounds is not None:
-            assert torch.equal(case.out["world_bounds"], tr.world_bounds), f"world_bounds: {p}"
+        if tr.top_bounds is not None:
+            assert torch.equal(case.out["top_bounds"], tr.top_bounds), f"top_bounds: {p}"
         if tr.timers is not None:  # ns here; every block wrote its row
             tim = case.out["timers"]
             assert tim.shape == tr.timers.shape and (tim >= 0).all() and (tim[:, 2] > 0).all()
@@ -379,7 +381,7 @@ def test_fused_advance_ignores_a_stale_ticket(ticket):
 @pytest.mark.parametrize("sanitizer", FLAVOURS)
 def test_render_tiles_bad_world_id(sanitizer):
     """A world id outside [0, W) that escaped the host check (capture, check=False):
-    its tile is blank and its culling row empty, with no access out of bounds."""
+    its tile is blank and its top-level boxes empty, with no access out of bounds."""
     from flycuda.render import TileRenderer
     from test_render_tiles import _op_args, _prims_sim
 
@@ -391,13 +393,46 @@ def test_render_tiles_bad_world_id(sanitizer):
     emu.run([case], sanitizer)
     a = _op_args(tr)
     rgb, depth, seg = torch.zeros_like(tr.rgb), torch.zeros_like(tr.depth), torch.zeros_like(tr.seg)
-    wb = torch.zeros_like(tr.world_bounds)
+    wb = torch.zeros_like(tr.top_bounds)
     flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"), bad,
                          tr.scene, fovy=tr.fovy, height=7, width=10, rgb=rgb, depth=depth, seg=seg,
-                         world_bounds=wb, check=False)
-    for name, cpu in (("rgb", rgb), ("depth", depth), ("seg", seg), ("world_bounds", wb)):
+                         top_bounds=wb, check=False)
+    for name, cpu in (("rgb", rgb), ("depth", depth), ("seg", seg), ("top_bounds", wb)):
         assert torch.equal(case.out[name], cpu), name
-    assert torch.all(seg[1] == -1) and torch.all(rgb[1] == 0) and wb[1].tolist() == [0.0, 0.0, 0.0, -1.0]
+    assert torch.all(seg[1] == -1) and torch.all(rgb[1] == 0) and torch.all(wb[1] >= 3e38)
+
+
+@pytest.mark.needs_warp
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_render_tiles_corrupt_top_level(sanitizer):
+    """A top level the host check refuses, run unchecked (check=False): a link out of
+    the tree, a leaf of an out-of-range geom, a leaf of two geoms, an out-of-range
+    unbounded entry. The refit reads them as empty boxes, the rays skip them: no
+    access out of bounds, and the emulated kernels write what the CPU op writes."""
+    from dataclasses import replace
+
+    from flycuda.render import TileRenderer
+    from test_render_tiles import _op_args, _prims_sim
+
+    sim = _prims_sim(2)
+    tr = TileRenderer(sim, "overview", 10, 7, rgb=True, depth=True, seg=True)
+    top, unb = tr.scene.top_index.clone(), torch.cat([tr.scene.unbounded, torch.tensor([-3], dtype=torch.int32)])
+    inner, leaves = torch.nonzero(top[:, 1] >= 0)[:, 0], torch.nonzero(top[:, 1] < 0)[:, 0]
+    top[inner[-1], 0] = 999  # a link out of the tree
+    top[leaves[0], 0] = 99   # a leaf of a geom that does not exist
+    top[leaves[1], 1] = -2   # a leaf of two geoms
+    tr.scene = replace(tr.scene, top_index=top, unbounded=unb)
+    case = _render_case(tr)
+    emu.run([case], sanitizer)
+    a = _op_args(tr)
+    rgb, depth, seg = torch.zeros_like(tr.rgb), torch.zeros_like(tr.depth), torch.zeros_like(tr.seg)
+    tb = torch.zeros_like(tr.top_bounds)
+    flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"), tr.worlds,
+                         tr.scene, fovy=tr.fovy, height=7, width=10, rgb=rgb, depth=depth, seg=seg,
+                         top_bounds=tb, check=False)
+    for name, cpu in (("rgb", rgb), ("depth", depth), ("seg", seg), ("top_bounds", tb)):
+        assert torch.equal(case.out[name], cpu), name
+    assert (seg >= 0).any()
 
 
 # Lines that no valid input reaches (kept as defensive code).

@@ -107,7 +107,7 @@ def _render(sim, cam, W, H, device="cpu", **kw):
             setattr(tr, name, getattr(tr, name).to(device))
         tr.scene = tr.scene.to(device)
         tr.rgb, tr.depth, tr.seg = (t.to(device) if t is not None else None for t in (tr.rgb, tr.depth, tr.seg))
-        tr.world_bounds = tr.world_bounds.to(device)
+        tr.top_bounds = tr.top_bounds.to(device)
         tr.timers = tr.timers.to(device) if tr.timers is not None else None
     tr.rgb.fill_(123), tr.depth.fill_(-7.0), tr.seg.fill_(-99)  # poison
     tr.render()
@@ -280,8 +280,9 @@ def test_opcheck(prims):
     tr = TileRenderer(sim, cam, 8, 6, rgb=True, depth=True, seg=True)
     s = tr.scene
     args = (tr.geom_xpos.contiguous(), tr.geom_xmat.contiguous(), tr.cam_pos.contiguous(), tr.cam_mat.contiguous(),
-            tr.worlds, s.geom_ids, s.geom_info, s.geom_param, s.bvh_bounds, s.bvh_index, s.tris, s.lights,
-            s.headlight, 45.0, s.zfar, 1, False, 6, 8, 0, True, tr.rgb, tr.depth, tr.seg, tr.world_bounds,
+            tr.worlds, s.geom_ids, s.geom_info, s.geom_param, s.bvh_bounds, s.bvh_index, s.tris, s.top_index,
+            s.unbounded, s.lights, s.headlight, 45.0, s.zfar, 1, False, 6, 8, 0, True, tr.rgb, tr.depth, tr.seg,
+            tr.top_bounds,
             torch.zeros(1, 3, dtype=torch.int64))
     torch.library.opcheck(torch.ops.flycuda.render_tiles.default, args)
 
@@ -328,7 +329,7 @@ def test_cuda_graph_replay_renders_current_poses(prims):
 def test_unchecked_bad_world_renders_blank_not_out_of_bounds(prims):
     """With check=False (the caller vouches for the indices, as TileRenderer does after
     its first render) a world id outside [0, W) must not be read out of bounds: its tile
-    is blank (black, depth 0, seg -1) and its culling row empty; the others render."""
+    is blank (black, depth 0, seg -1) and its top-level boxes empty; the others render."""
     from flycuda.render import TileRenderer
 
     sim, cam = prims
@@ -337,12 +338,12 @@ def test_unchecked_bad_world_renders_blank_not_out_of_bounds(prims):
     worlds = torch.tensor([1, 12345], dtype=torch.int32)
     rgb = torch.full((2, 9, 12, 3), 7, dtype=torch.uint8)
     depth, seg = torch.full((2, 9, 12), -3.0), torch.full((2, 9, 12), -5, dtype=torch.int32)
-    wb = torch.full((2, 4), 9.0)
+    wb = torch.full((2, tr.scene.top_index.shape[0], 6), 9.0)
     flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"), worlds,
                          tr.scene, fovy=tr.fovy, height=9, width=12, rgb=rgb, depth=depth, seg=seg,
-                         world_bounds=wb, check=False)
+                         top_bounds=wb, check=False)
     assert torch.all(rgb[1] == 0) and torch.all(depth[1] == 0) and torch.all(seg[1] == -1)
-    assert wb[1].tolist() == [0.0, 0.0, 0.0, -1.0]
+    assert torch.all(wb[1] >= 3e38) and torch.all(wb[0] < 1e3)  # empty boxes; world 1's real ones
     tr.render()
     assert torch.equal(rgb[0], tr.rgb[1]) and torch.equal(seg[0], tr.seg[1])
 

@@ -1,5 +1,5 @@
-// flycuda: render_tiles — the CUDA launcher. The kernels (world culling spheres,
-// then one thread per pixel) are csrc/kernels/render_tiles.cuh, the same source
+// flycuda: render_tiles — the CUDA launcher. The kernels (refit of each world's
+// top-level BVH, then one thread per pixel) are csrc/kernels/render_tiles.cuh, the same source
 // that runs on the emulated grid in CI. Outputs are preallocated by the caller,
 // so a launch allocates nothing and can live inside a CUDA graph.
 #include "checks.h"
@@ -24,39 +24,41 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                        const at::Tensor& cam_pos, const at::Tensor& cam_mat, const at::Tensor& worlds,
                        const at::Tensor& geom_ids, const at::Tensor& geom_info,
                        const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
-                       const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& lights,
+                       const at::Tensor& bvh_index, const at::Tensor& tris, const at::Tensor& top_index,
+                       const at::Tensor& unbounded, const at::Tensor& lights,
                        const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                        bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
                        bool check_indices, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
-                       at::Tensor& world_bounds, at::Tensor& timers) {
+                       at::Tensor& top_bounds, at::Tensor& timers) {
   // Check shapes, dtypes, devices before touching the device.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
-                     bvh_bounds, bvh_index, tris, lights, headlight, fovy, zfar, samples, height,
-                     width, mosaic_cols, rgb, depth, seg, world_bounds, timers);
+                     bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight, fovy, zfar, samples, height,
+                     width, mosaic_cols, rgb, depth, seg, top_bounds, timers);
   // Guard the device; check index values when asked, unless the stream is being
   // captured (the check copies them to the host).
   const c10::cuda::CUDAGuard guard(geom_xpos.device());
   const cudaStream_t stream = cuda::stream_for_launch();
   if (check_indices && !cuda::capturing(stream)) {
-    check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, bvh_bounds, bvh_index, tris);
+    check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, geom_param, bvh_bounds, bvh_index,
+                               tris, top_index, unbounded);
   }
   // Scene and outputs.
   render::Scene sc = render::make_scene(geom_xpos, geom_xmat, geom_ids, geom_info, geom_param,
-                                        bvh_bounds, bvh_index, tris, lights, headlight);
+                                        bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight);
   const render::Out out = render::make_out(rgb, depth, seg, mosaic_cols);
   const int64_t S = worlds.size(0);
   const int64_t tiles = render::tiles_covered(out, S);
   const int64_t n = tiles * height * width;
   if (n == 0) return;
-  // Every check passed before anything is written: culling spheres first (when a
-  // workspace is given), then the pixels.
+  // Every check passed before anything is written: the top-level refit first (when
+  // a workspace is given), then the pixels, in order on one stream (capturable).
   const int64_t blocks = cdiv(n, kRenderThreads);
   TORCH_CHECK(blocks <= INT32_MAX, "flycuda.render_tiles: too many pixels (", n, ")");
-  if (world_bounds.numel()) {
-    kernels::world_bounds_kernel<<<static_cast<unsigned int>(cdiv(S, kRenderThreads)), kRenderThreads, 0,
-                                   stream>>>(sc, worlds.data_ptr<int32_t>(), world_bounds.data_ptr<float>(), S);
+  if (top_bounds.numel()) {
+    kernels::refit_top_kernel<<<static_cast<unsigned int>(cdiv(S, kRenderThreads)), kRenderThreads, 0, stream>>>(
+        sc, worlds.data_ptr<int32_t>(), top_bounds.data_ptr<float>(), S);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    sc.world_bounds = world_bounds.data_ptr<float>();
+    sc.top_bounds = top_bounds.data_ptr<float>();
   }
   const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
   kernels::render_tiles_kernel<<<static_cast<unsigned int>(blocks), kRenderThreads, 0, stream>>>(

@@ -213,10 +213,14 @@ void run_render_tiles(Case& c) {
   sc.bounds = c.ptr<float>("bvh_bounds");
   sc.index = c.ptr<int32_t>("bvh_index");
   sc.tris = c.ptr<float>("tris");
+  sc.top_index = c.ptr<int32_t>("top_index");
+  sc.ntop = c.has("top_index") ? static_cast<int32_t>(c.arr("top_index").shape[0]) : 0;
+  sc.unbounded = c.ptr<int32_t>("unbounded");
+  sc.nunbounded = c.has("unbounded") ? c.arr("unbounded").numel() : 0;
   sc.lights = c.ptr<float>("lights");
   sc.nlight = c.has("lights") ? c.arr("lights").shape[0] : 0;
   sc.headlight = c.ptr<float>("headlight");
-  sc.world_bounds = nullptr;
+  sc.top_bounds = nullptr;
   r::Out out;
   out.rgb = c.ptr<uint8_t>("rgb");
   out.cols = c.i64("mosaic_cols");
@@ -226,10 +230,10 @@ void run_render_tiles(Case& c) {
   const int64_t tiles = r::tiles_covered(out, S), n = tiles * H * Wd;
   const int32_t* worlds = c.arr("worlds").data<int32_t>();
   if (n > 0) {
-    if (c.has("world_bounds")) {
+    if (c.has("top_bounds") && c.arr("top_bounds").numel() > 0) {
       launch(dim3(static_cast<unsigned int>(cdiv(S, k::kRenderThreads))), dim3(k::kRenderThreads), 0, nullptr,
-             k::world_bounds_kernel, sc, worlds, c.arr("world_bounds").data<float>(), S);
-      sc.world_bounds = c.arr("world_bounds").data<float>();
+             k::refit_top_kernel, sc, worlds, c.arr("top_bounds").data<float>(), S);
+      sc.top_bounds = c.arr("top_bounds").data<float>();
     }
     const double fovy = c.f64("fovy");
     const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
@@ -239,7 +243,7 @@ void run_render_tiles(Case& c) {
            c.i64("cp_s0"), c.i64("cm_s0"), S, H, Wd, tan_half, static_cast<float>(c.f64("zfar")), c.i64("samples"),
            c.i64("shadows") != 0, tiles, c.ptr<int64_t>("timers"));
   }
-  for (const char* name : {"rgb", "depth", "seg", "world_bounds", "timers"}) {
+  for (const char* name : {"rgb", "depth", "seg", "top_bounds", "timers"}) {
     if (c.has(name)) c.save(name);
   }
 }

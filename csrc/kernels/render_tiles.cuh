@@ -20,14 +20,16 @@ namespace kernels {
 
 constexpr int kRenderThreads = static_cast<int>(render::kChunk);  // one block = one timer chunk
 
-// One thread per selected world s: its culling sphere (render::world_bound), in
-// row s (a world selected twice gets two rows: no two threads write one row).
-static __global__ void world_bounds_kernel(render::Scene sc, const int32_t* __restrict__ worlds,  // [S]
-                                           float* __restrict__ world_bounds,                    // [S, 4]
-                                           int64_t S) {
+// One thread per selected world s: refits its top-level BVH (render::refit_top)
+// into rows [s, :, :] of top_bounds (a world selected twice gets two copies: no
+// two threads write one row). A few hundred boxes per world: the pixels' kernel
+// then reads them from L2.
+static __global__ void refit_top_kernel(render::Scene sc, const int32_t* __restrict__ worlds,  // [S]
+                                        float* __restrict__ top_bounds,                       // [S, Nt, 6]
+                                        int64_t S) {
   const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= S) return;
-  render::world_bound(sc, render::tile_world(worlds, s, S, sc.nworld), world_bounds + 4 * s);
+  render::refit_top(sc, render::tile_world(worlds, s, S, sc.nworld), top_bounds + 6 * sc.ntop * s);
 }
 
 static __global__ void render_tiles_kernel(render::Scene sc, render::Out out,
