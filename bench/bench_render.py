@@ -9,7 +9,8 @@ neuromechfly (69 meshes, ~115k triangles) and neuromechfly-capsules (FlyGym's
 capsule-simplified variant), from the fly's tracking camera. Both renderers draw
 every world from the same camera at the same resolution (RGB only); reported:
 images/s, Mpixels/s, primary rays/s per CPU core (CPU) and the speed-up. Each
-renderer is timed over --frames frames after warm-up (synchronized).
+renderer is timed over --frames frames after warm-up (synchronized), --repeats times,
+the two renderers' runs interleaved; the medians are reported.
 
     python bench/bench_render.py                               # CUDA: 8/100/1000 worlds
     python bench/bench_render.py --device cpu --worlds 4 8 --scenes fly neuromechfly --shadows both
@@ -38,17 +39,23 @@ def _sync(sim):
         torch.cuda.synchronize()
 
 
-def _time(fn, sim, frames, repeats):
-    fn()
+def _run(fn, sim, frames):
+    """Seconds per frame of ``frames`` calls of fn (synchronized)."""
+    t0 = time.perf_counter()
+    for _ in range(frames):
+        fn()
     _sync(sim)
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(frames):
-            fn()
-        _sync(sim)
-        runs.append((time.perf_counter() - t0) / frames)
-    return statistics.median(runs)
+    return (time.perf_counter() - t0) / frames
+
+
+def _time_pair(ours, theirs, sim, frames, repeats):
+    """Median seconds per frame of each renderer, their runs interleaved (ours, theirs,
+    ours, ...) after one warm-up call each, so that a slow spell of the machine hits both."""
+    for fn in (ours, theirs):
+        fn()
+    _sync(sim)
+    runs = [(_run(ours, sim, frames), _run(theirs, sim, frames)) for _ in range(repeats)]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
 SCENES = ["fly", "fly-mesh", "primitives", "neuromechfly", "neuromechfly-capsules"]
@@ -86,9 +93,7 @@ def bench(sim, cam, size, frames: int, repeats: int, shadows: bool):
     ours = TileRenderer(sim, cam, W, H, shadows=shadows)
     theirs = MjwRenderer(sim, cam, W, H, shadows=shadows)
     with wp.ScopedDevice(sim.wp_device):
-        t_ours = _time(ours.render, sim, frames, repeats)
-        t_mjw = _time(theirs.render, sim, frames, repeats)
-    return t_ours, t_mjw
+        return _time_pair(ours.render, theirs.render, sim, frames, repeats)
 
 
 def main(argv=None):
@@ -134,7 +139,7 @@ def main(argv=None):
     print(table)
     if not args.no_record:
         append_results(f"bench_render: tile renderer vs mjw.render ({', '.join(scenes)})", args.device, table,
-                       notes=f"RGB only, 1 sample; {frames} frames per run, median of {args.repeats}; "
+                       notes=f"RGB only, 1 sample; {frames} frames per run, median of {args.repeats} interleaved runs; "
                              f"mjwarp = refit_bvh + render + get_rgb; rays/s/core = primary rays / {cores} threads")
 
 

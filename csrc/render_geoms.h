@@ -17,7 +17,8 @@ enum GeomType : int32_t { kPlane = 0, kSphere = 2, kCapsule = 3, kEllipsoid = 4,
                           kBox = 6, kMesh = 7 };
 constexpr int kParam = 12;     // geom_param columns: size[3] rgb[3] rgb2[3] checker rbound pad
 constexpr int kLight = 10;     // lights columns: dir[3] ambient[3] diffuse[3] castshadow
-constexpr int kStack = 64;     // BVH traversal stack
+constexpr int kStack = 64;     // mesh BVH traversal stack
+constexpr int kTopStack = 32;  // top-level BVH traversal stack (nested around a mesh's: GPU local memory)
 constexpr int32_t kMaxVisits = 1 << 22;  // BVH nodes one ray may visit: bounds a walk of a bad BVH
 constexpr float kEps = 1e-6f;  // smallest accepted ray distance
 constexpr float kInf = 3.0e38f;
@@ -157,7 +158,7 @@ FLYCUDA_HOST_DEVICE inline Hit hit_plane(V3 o, V3 d, float sx, float sy) {
 }
 
 // Moller-Trumbore; tri = 9 floats (v0, v1, v2).
-FLYCUDA_HOST_DEVICE inline float hit_triangle(V3 o, V3 d, const float* tri, V3* n) {
+FLYCUDA_HOST_DEVICE FLYCUDA_HOT float hit_triangle(V3 o, V3 d, const float* tri, V3* n) {
   const V3 v0 = v3(tri[0], tri[1], tri[2]);
   const V3 e1 = sub(v3(tri[3], tri[4], tri[5]), v0), e2 = sub(v3(tri[6], tri[7], tri[8]), v0);
   const V3 p = cross(d, e2);
@@ -182,7 +183,7 @@ FLYCUDA_HOST_DEVICE inline float hit_triangle(V3 o, V3 d, const float* tri, V3* 
 // corrupted BVH cannot hang a kernel.
 // The same layout serves the meshes (items: triangles) and the per-world top
 // level over geoms (items: render-list geoms, render_tiles.h).
-FLYCUDA_HOST_DEVICE inline float node_entry(V3 o, V3 inv, const float* bounds, int32_t node, int32_t nnode,
+FLYCUDA_HOST_DEVICE FLYCUDA_HOT float node_entry(V3 o, V3 inv, const float* bounds, int32_t node, int32_t nnode,
                                             float tmax) {
   if (node < 0 || node >= nnode) return kInf;
   const float* b = bounds + 6 * static_cast<int64_t>(node);
@@ -204,7 +205,7 @@ FLYCUDA_HOST_DEVICE inline float node_entry(V3 o, V3 inv, const float* bounds, i
 
 // Per-axis reciprocals of a ray direction for node_entry (kInf for a zero component:
 // node_entry then tests the origin against that slab instead).
-FLYCUDA_HOST_DEVICE inline V3 reciprocal(V3 d) {
+FLYCUDA_HOST_DEVICE FLYCUDA_HOT V3 reciprocal(V3 d) {
   return v3(d.x != 0.f ? 1.f / d.x : kInf, d.y != 0.f ? 1.f / d.y : kInf, d.z != 0.f ? 1.f / d.z : kInf);
 }
 
@@ -213,11 +214,12 @@ FLYCUDA_HOST_DEVICE inline V3 reciprocal(V3 d) {
 // far-then-near with their entry distances, and a popped node whose entry is no
 // nearer than tmax (lowered by the leaves as they find hits) is skipped.
 // leaf(first, count) tests a leaf's items; it returns true to stop (any-hit).
-template <class Leaf>
+// Depth: at most Stack - 1 levels (deeper nodes are dropped; checked on the host).
+template <int Stack, class Leaf>
 FLYCUDA_HOST_DEVICE inline void traverse(V3 o, V3 d, const float* bounds, const int32_t* index, int32_t root,
                                          int32_t nnode, float& tmax, Leaf&& leaf) {
-  int32_t stack[kStack];
-  float entry[kStack];
+  int32_t stack[Stack];
+  float entry[Stack];
   int sp = 0;
   const V3 inv = reciprocal(d);  // multiplies instead of 6 divisions per box
   const float t_root = node_entry(o, inv, bounds, root, nnode, tmax);
@@ -231,7 +233,7 @@ FLYCUDA_HOST_DEVICE inline void traverse(V3 o, V3 d, const float* bounds, const 
     if (entry[sp] > tmax) continue;  // a closer hit was found after it was pushed
     const int32_t a = index[2 * static_cast<int64_t>(node)], c = index[2 * static_cast<int64_t>(node) + 1];
     if (c < 0) {
-      if (leaf(a, -c)) return;
+      if (leaf(a, -static_cast<int64_t>(c))) return;
       continue;
     }
     // Children come after their parent in both layouts (checked on the host): a
@@ -241,11 +243,11 @@ FLYCUDA_HOST_DEVICE inline void traverse(V3 o, V3 d, const float* bounds, const 
     const bool a_first = ta <= tc;  // pushed last, popped first
     const int32_t near_node = a_first ? a : c, far_node = a_first ? c : a;
     const float t_near = a_first ? ta : tc, t_far = a_first ? tc : ta;
-    if (t_far < kInf && sp < kStack) {
+    if (t_far < kInf && sp < Stack) {
       stack[sp] = far_node;
       entry[sp++] = t_far;
     }
-    if (t_near < kInf && sp < kStack) {
+    if (t_near < kInf && sp < Stack) {
       stack[sp] = near_node;
       entry[sp++] = t_near;
     }
@@ -259,8 +261,8 @@ FLYCUDA_HOST_DEVICE inline Hit hit_mesh(V3 o, V3 d, int32_t root, const float* b
                                         float tmax, bool any_hit) {
   Hit best = miss();
   best.t = tmax;
-  traverse(o, d, bounds, index, root, nnode, best.t, [&](int32_t first, int32_t count) {
-    for (int64_t k = first; k < static_cast<int64_t>(first) + count; ++k) {
+  traverse<kStack>(o, d, bounds, index, root, nnode, best.t, [&](int32_t first, int64_t count) {
+    for (int64_t k = first; k < first + count; ++k) {
       V3 n = v3(0.f, 0.f, 1.f);
       const float t = hit_triangle(o, d, tris + 9 * k, &n);
       if (t < best.t) {

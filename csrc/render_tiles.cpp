@@ -73,8 +73,8 @@ void check_top_level(const at::Tensor& geom_param, const at::Tensor& top_index, 
       ++links[kid];
       depth[kid] = depth[n] + 1;
     }
-    FLYCUDA_CHECK(depth[n] + 1 < render::kStack, "argument 'top_index' is deeper than the traversal stack (",
-                  render::kStack, " levels) at node ", n);
+    FLYCUDA_CHECK(depth[n] + 1 < render::kTopStack, "argument 'top_index' is deeper than the traversal stack (",
+                  render::kTopStack - 1, " levels) at node ", n);
   }
   for (int64_t n = 0; n < Nt; ++n) {
     FLYCUDA_CHECK(links[n] == (n == 0 ? 0 : 1), "argument 'top_index' node ", n, " is linked from ", links[n],

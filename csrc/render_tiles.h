@@ -55,7 +55,7 @@ FLYCUDA_HOST_DEVICE inline void empty_box(float* b) {
 
 // World-frame box of render-list geom k in world w: its local box (mesh: the BVH
 // root's; primitives: from the sizes; else the bounding sphere) moved by the pose,
-// padded outwards against rounding (1e-4 of its size, 1e-5 of its distance from the
+// padded outwards against rounding (1e-3 of its size, 1e-5 of its distance from the
 // origin), so that the culling agrees with the geom's own test but on far silhouettes.
 FLYCUDA_HOST_DEVICE inline void geom_box(const Scene& sc, int64_t w, int64_t k, float* b) {
   const float* P = sc.geom_param + kParam * k;
@@ -79,7 +79,7 @@ FLYCUDA_HOST_DEVICE inline void geom_box(const Scene& sc, int64_t w, int64_t k, 
                        fabsf(R[6]) * h.x + fabsf(R[7]) * h.y + fabsf(R[8]) * h.z};
   const float big = fmaxf(fmaxf(hw[0], hw[1]), hw[2]);
   const float dist = fmaxf(fmaxf(fabsf(cw.x), fabsf(cw.y)), fabsf(cw.z));
-  const float pad = 1e-4f * big + 1e-5f * dist + 1e-6f;
+  const float pad = 1e-3f * big + 1e-5f * dist + 1e-6f;
   const float cc[3] = {cw.x, cw.y, cw.z};
   for (int i = 0; i < 3; ++i) {
     b[i] = cc[i] - (hw[i] + pad);
@@ -129,8 +129,10 @@ FLYCUDA_HOST_DEVICE inline bool misses_sphere(V3 o, V3 d, V3 c, float r) {
 }
 
 // Intersects render-list geom k of world w with the world ray (o, d); a hit nearer
-// than r.t replaces r (normal still in world frame, not normalized). Returns
-// whether it hit (any_hit callers stop there).
+// than r.t, or as near from a geom earlier in the render list, replaces r (normal
+// still in world frame, not normalized): exact ties resolve as in render-list order
+// whatever order the top level visits the geoms in. Returns whether it replaced r
+// (any_hit callers stop there).
 FLYCUDA_HOST_DEVICE inline bool test_geom(const Scene& sc, int64_t w, int64_t k, V3 o, V3 d, bool any_hit,
                                           RayResult& r) {
   const int32_t g = sc.geom_ids[k];
@@ -140,9 +142,11 @@ FLYCUDA_HOST_DEVICE inline bool test_geom(const Scene& sc, int64_t w, int64_t k,
   if (P[10] > 0.f && misses_sphere(o, d, c, P[10])) return false;  // geom bounding sphere
   const float* R = sc.xmat + w * sc.xmat_s0 + g * sc.xmat_s1;
   const V3 ol = matTvec(R, sub(o, c)), dl = matTvec(R, d);
+  // A mesh reports hits strictly nearer than its tmax: one float past r.t lets a tie
+  // through (and stays kInf while there is no hit: a triangle's miss is kInf).
   const Hit h = hit_geom(sc.geom_info[2 * k], ol, dl, v3(P[0], P[1], P[2]), sc.geom_info[2 * k + 1],
-                         sc.bounds, sc.index, sc.tris, sc.nnode, r.t, any_hit);
-  if (!(h.t < r.t)) return false;
+                         sc.bounds, sc.index, sc.tris, sc.nnode, nextafterf(r.t, kInf), any_hit);
+  if (!(h.t < r.t || (h.t == r.t && k < r.k))) return false;
   r.k = static_cast<int32_t>(k);
   r.t = h.t;
   r.n = matvec(R, h.n);
@@ -164,8 +168,8 @@ FLYCUDA_HOST_DEVICE inline RayResult trace(const Scene& sc, int64_t w, const flo
       if (k >= 0 && k < sc.ngeom) stop = test_geom(sc, w, k, o, d, any_hit, r) && any_hit;
     }
     if (!stop) {
-      traverse(o, d, top, sc.top_index, 0, sc.ntop, r.t, [&](int32_t first, int32_t count) {
-        for (int64_t k = first; k < static_cast<int64_t>(first) + count; ++k) {
+      traverse<kTopStack>(o, d, top, sc.top_index, 0, sc.ntop, r.t, [&](int32_t first, int64_t count) {
+        for (int64_t k = first; k < first + count; ++k) {
           if (k >= 0 && k < sc.ngeom && test_geom(sc, w, k, o, d, any_hit, r) && any_hit) return true;
         }
         return false;

@@ -180,7 +180,7 @@ def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torc
             each selected world's top-level BVH over its geom boxes, refit from the
             poses at the start of the call (rows [s] for ``worlds[s]``). With it, rays
             walk that BVH; without it, they test every geom (slower; the same images
-            up to rounding on far silhouettes and the order of exact ties).
+            up to rounding on far silhouettes).
         timers: int64 [ceil(pixels / 128), 3] in-kernel stage timers per chunk of 128
             pixels (a CUDA block): trace, shade (summed over its pixels) and the chunk's
             total; clock64 cycles on CUDA, nanoseconds on CPU. ``pixels`` counts every

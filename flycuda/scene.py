@@ -46,6 +46,7 @@ class Scene:
 
 SAH_BINS = 12
 SAH_MIN = 32  # nodes of more triangles are split by SAH; smaller ones at the median (build time)
+TOP_SAH_MIN = 1  # the top level's few geoms: SAH at every level (measured 3% faster on NeuroMechFly)
 
 
 def _area(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -88,23 +89,22 @@ def _sah_split(ids: np.ndarray, lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndar
     return ids[b <= k], ids[b > k]
 
 
-def _build_tree(lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndarray, leaf_size: int):
+def _build_tree(lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndarray, leaf_size: int, sah_min: int):
     """A BVH over n items with boxes [lo_t, hi_t] and centroids ``cen`` [n, 3]: nodes
-    of more than SAH_MIN items split by the binned surface-area heuristic, smaller
+    of more than ``sah_min`` items split by the binned surface-area heuristic, smaller
     ones (and any SAH cannot split, e.g. coincident centroids) at the median centroid
-    of their widest axis, down to leaves of at most ``leaf_size`` items. Children come
-    after their parent. Returns (bounds [N, 6] float64, index [N, 2] with leaves
+    of their widest axis, down to leaves of at most ``leaf_size`` items. Siblings sit
+    side by side, after their parent. Returns (bounds [N, 6] float64, index [N, 2] with leaves
     (position in ``order``, -count), order: item ids in leaf order)."""
-    bounds, index, order = [], [], []
-    stack = [(np.arange(len(cen)), -1, 0)]  # (items, parent node, which child)
+    def box(ids):
+        return np.concatenate([lo_t[ids].min(axis=0), hi_t[ids].max(axis=0)])
+
+    all_ids = np.arange(len(cen))
+    bounds, index, order = [box(all_ids)], [[0, 0]], []
+    stack = [(all_ids, 0)]  # (items, node)
     while stack:
-        ids, parent, which = stack.pop()
-        node = len(bounds)
-        bounds.append(np.concatenate([lo_t[ids].min(axis=0), hi_t[ids].max(axis=0)]))
-        index.append([0, 0])
-        if parent >= 0:
-            index[parent][which] = node
-        split = _sah_split(ids, lo_t, hi_t, cen) if len(ids) > SAH_MIN else None
+        ids, node = stack.pop()
+        split = _sah_split(ids, lo_t, hi_t, cen) if len(ids) > sah_min else None
         if split is None and len(ids) > leaf_size:  # no SAH split: halve by the median centroid
             c = cen[ids]
             axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
@@ -114,8 +114,12 @@ def _build_tree(lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndarray, leaf_size: 
             index[node] = [len(order), -len(ids)]
             order.extend(ids.tolist())
             continue
-        stack.append((split[1], node, 1))
-        stack.append((split[0], node, 0))
+        left = len(bounds)  # the two children side by side: one parent visit reads adjacent boxes
+        bounds += [box(split[0]), box(split[1])]
+        index += [[0, 0], [0, 0]]
+        index[node] = [left, left + 1]
+        stack.append((split[1], left + 1))
+        stack.append((split[0], left))
     return np.asarray(bounds), np.asarray(index, np.int64).reshape(-1, 2), np.asarray(order, np.int64)
 
 
@@ -127,7 +131,7 @@ def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
     if n == 0:
         raise ValueError("a mesh without triangles cannot be rendered")
     v = tris.reshape(n, 3, 3).astype(np.float64)
-    bounds, index, order = _build_tree(v.min(axis=1), v.max(axis=1), v.mean(axis=1), LEAF_SIZE)
+    bounds, index, order = _build_tree(v.min(axis=1), v.max(axis=1), v.mean(axis=1), LEAF_SIZE, SAH_MIN)
     leaf = index[:, 1] < 0
     index = index + np.where(leaf[:, None], [first_tri, 0], first_node)
     return bounds.astype(np.float32), index.astype(np.int32), tris[order]
@@ -141,7 +145,7 @@ def build_top(centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
         return np.zeros((0, 2), np.int32)
     c = np.asarray(centers, np.float64).reshape(-1, 3)
     r = np.asarray(radii, np.float64).reshape(-1, 1)
-    _, index, order = _build_tree(c - r, c + r, c, leaf_size=1)
+    _, index, order = _build_tree(c - r, c + r, c, leaf_size=1, sah_min=TOP_SAH_MIN)
     leaf = index[:, 1] < 0
     index[leaf, 0] = order[index[leaf, 0]]
     return index.astype(np.int32)

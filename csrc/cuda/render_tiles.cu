@@ -55,7 +55,8 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   const int64_t blocks = cdiv(n, kRenderThreads);
   TORCH_CHECK(blocks <= INT32_MAX, "flycuda.render_tiles: too many pixels (", n, ")");
   if (top_bounds.numel()) {
-    kernels::refit_top_kernel<<<static_cast<unsigned int>(cdiv(S, kRenderThreads)), kRenderThreads, 0, stream>>>(
+    kernels::refit_top_kernel<<<static_cast<unsigned int>(cdiv(S, kernels::kRefitThreads)), kernels::kRefitThreads,
+                               0, stream>>>(
         sc, worlds.data_ptr<int32_t>(), top_bounds.data_ptr<float>(), S);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     sc.top_bounds = top_bounds.data_ptr<float>();

@@ -231,7 +231,7 @@ void run_render_tiles(Case& c) {
   const int32_t* worlds = c.arr("worlds").data<int32_t>();
   if (n > 0) {
     if (c.has("top_bounds") && c.arr("top_bounds").numel() > 0) {
-      launch(dim3(static_cast<unsigned int>(cdiv(S, k::kRenderThreads))), dim3(k::kRenderThreads), 0, nullptr,
+      launch(dim3(static_cast<unsigned int>(cdiv(S, k::kRefitThreads))), dim3(k::kRefitThreads), 0, nullptr,
              k::refit_top_kernel, sc, worlds, c.arr("top_bounds").data<float>(), S);
       sc.top_bounds = c.arr("top_bounds").data<float>();
     }

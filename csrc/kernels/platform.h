@@ -12,11 +12,26 @@
 #include "../emu/cuda_emu.h"
 #endif
 
-// Functions that both the host and the device run.
+// Functions that both the host and the device run. In the host compiler's build
+// of the extension they are hidden: calls between them bind inside the library
+// (no PLT hop for a helper the compiler chose not to inline, e.g. a BVH box test).
 #if defined(__CUDACC__) || defined(FLYCUDA_EMU)
 #define FLYCUDA_HOST_DEVICE __host__ __device__
+#elif defined(__GNUC__)
+#define FLYCUDA_HOST_DEVICE __attribute__((visibility("hidden")))
 #else
 #define FLYCUDA_HOST_DEVICE
+#endif
+
+// FLYCUDA_HOT (in place of `inline`): a small helper of the inner ray loops (a
+// box or triangle test), inlined into its callers even where the compiler's
+// heuristics would not.
+#if defined(__CUDACC__)
+#define FLYCUDA_HOT __forceinline__
+#elif defined(__GNUC__)
+#define FLYCUDA_HOT inline __attribute__((always_inline))
+#else
+#define FLYCUDA_HOT inline
 #endif
 
 // FLYCUDA_DEVICE_PATH: defined where the device branch of a shared helper is

@@ -19,6 +19,7 @@ namespace flycuda {
 namespace kernels {
 
 constexpr int kRenderThreads = static_cast<int>(render::kChunk);  // one block = one timer chunk
+constexpr int kRefitThreads = 32;  // small blocks: a few worlds per SM, serial work per thread
 
 // One thread per selected world s: refits its top-level BVH (render::refit_top)
 // into rows [s, :, :] of top_bounds (a world selected twice gets two copies: no

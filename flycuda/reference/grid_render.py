@@ -21,7 +21,7 @@ from .render import INF, _hit_local
 
 F64 = torch.float64
 K_INF = 3.0e38  # render_geoms.h kInf: an empty box is the point (kInf, kInf, kInf)
-K_STACK = 64    # render_geoms.h kStack
+K_STACK, K_TOP_STACK = 64, 32  # render_geoms.h kStack, kTopStack
 
 
 def _v(x):
@@ -47,9 +47,9 @@ def _node_entry(o, d, bounds, node, tmax):
     return tn
 
 
-def _traverse(o, d, bounds, index, root, best, leaf):
-    """render_geoms.h ``traverse``: nearer child first, entries kept on the stack;
-    best["t"] is the current hit distance; leaf(first, count) returns True to stop."""
+def _traverse(o, d, bounds, index, root, best, leaf, depth=K_STACK):
+    """render_geoms.h ``traverse``: nearer child first, entries kept on a stack of
+    ``depth``; best["t"] is the current hit distance; leaf(first, count) returns True to stop."""
     t_root = _node_entry(o, d, bounds, root, best["t"])
     stack = [(root, t_root)] if t_root < INF else []
     while stack:
@@ -64,9 +64,9 @@ def _traverse(o, d, bounds, index, root, best, leaf):
         ta = _node_entry(o, d, bounds, a, best["t"]) if a > node else INF  # links back: skipped
         tc = _node_entry(o, d, bounds, c, best["t"]) if c > node else INF
         (near, t_near), (far, t_far) = ((a, ta), (c, tc)) if ta <= tc else ((c, tc), (a, ta))
-        if t_far < INF and len(stack) < K_STACK:
+        if t_far < INF and len(stack) < depth:
             stack.append((far, t_far))
-        if t_near < INF and len(stack) < K_STACK:
+        if t_near < INF and len(stack) < depth:
             stack.append((near, t_near))
 
 
@@ -105,7 +105,7 @@ def _geom_box(sc, w, k):
     g = int(sc["ids"][k])
     R = sc["xmat"][w, g].view(3, 3)
     cw, hw = sc["xpos"][w, g] + R @ c, R.abs() @ h
-    pad = 1e-4 * float(hw.max()) + 1e-5 * float(cw.abs().max()) + 1e-6
+    pad = 1e-3 * float(hw.max()) + 1e-5 * float(cw.abs().max()) + 1e-6
     return torch.cat([cw - (hw + pad), cw + (hw + pad)])
 
 
@@ -133,7 +133,8 @@ def _refit_top_kernel(ctx, sc, worlds, top, S):
 
 
 def _test_geom(sc, w, k, o, d, any_hit, r):
-    """render_tiles.h ``test_geom``: r = {"k", "t", "n"} takes a nearer hit of geom k."""
+    """render_tiles.h ``test_geom``: r = {"k", "t", "n"} takes a nearer hit of geom k, or
+    one as near when k comes earlier in the render list (ties resolve in list order)."""
     g = int(sc["ids"][k])
     P = sc["param"][k]
     c = sc["xpos"][w, g]
@@ -147,11 +148,12 @@ def _test_geom(sc, w, k, o, d, any_hit, r):
     ol, dl = (o - c) @ R, d @ R
     gtype, root = int(sc["info"][k, 0]), int(sc["info"][k, 1])
     if gtype == 7:
-        t, n = _hit_mesh(ol, dl, root, sc["bounds"], sc["index"], sc["tris"], r["t"], any_hit)
+        tmax = math.nextafter(r["t"], INF)  # one float past r.t: a mesh's tie gets through
+        t, n = _hit_mesh(ol, dl, root, sc["bounds"], sc["index"], sc["tris"], tmax, any_hit)
     else:
         tt, nn = _hit_local(gtype, ol[None], dl[None], P[0:3], None)
         t, n = float(tt[0]), nn[0]
-    if not t < r["t"]:
+    if not (t < r["t"] or (t == r["t"] and k < r["k"])):
         return False
     r["k"], r["t"], r["n"] = k, t, R @ n
     return True
@@ -167,7 +169,8 @@ def _trace(sc, w, top, o, d, any_hit):
         if not stop:
             _traverse(o, d, top, sc["top_index"], 0, r,
                       lambda first, count: any(_test_geom(sc, w, k, o, d, any_hit, r) and any_hit
-                                               for k in range(first, first + count) if 0 <= k < len(sc["ids"])))
+                                               for k in range(first, first + count) if 0 <= k < len(sc["ids"])),
+                      K_TOP_STACK)
     else:
         for k in range(len(sc["ids"])):
             if _test_geom(sc, w, k, o, d, any_hit, r) and any_hit:
