@@ -9,7 +9,6 @@ import torch
 
 import flycuda
 from flycuda.reference import grid_render
-from flycuda.reference.grid import launch
 
 from common import cpu_and_cuda
 from test_render_tiles import _fly_sim, _op_args, _prims_sim, _render
@@ -96,18 +95,8 @@ def test_refit_boxes_hold_the_posed_geoms(scenes, scene):
                 assert (pts >= lo).all() and (pts <= hi).all(), (s, j, a)
             else:
                 assert (box[[a, c], :3] >= lo).all() and (box[[a, c], 3:] <= hi).all(), (s, j)
-    grid = _grid_refit(tr)
+    grid = grid_render.refit_top(tr.geom_xpos, tr.geom_xmat, tr.worlds, sc)  # 4 threads a block: idle ones too
     torch.testing.assert_close(tr.top_bounds.double(), grid, rtol=1e-5, atol=1e-6)
-
-
-def _grid_refit(tr, worlds=None):
-    g = {"xpos": tr.geom_xpos.double(), "xmat": tr.geom_xmat.reshape(*tr.geom_xpos.shape[:2], 9).double(),
-         "ids": tr.scene.geom_ids, "info": tr.scene.geom_info, "param": tr.scene.geom_param.double(),
-         "bounds": tr.scene.bvh_bounds.double(), "top_index": tr.scene.top_index}
-    worlds = tr.worlds if worlds is None else worlds
-    out = torch.empty(len(worlds), len(g["top_index"]), 6, dtype=torch.float64)
-    launch(grid_render._refit_top_kernel, (len(worlds) + 3) // 4, 4, g, worlds, out, len(worlds))  # idle threads too
-    return out
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())

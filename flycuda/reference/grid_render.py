@@ -246,17 +246,35 @@ def _render_tiles_kernel(ctx, sc, out, worlds, cam_pos, cam_mat, S, H, Wd, th, z
     out["rgb"][_rgb_at(out, s, py, px, H, Wd)] = (c * 255 + 0.5).floor().to(torch.uint8)
 
 
+def _scene_arrays(geom_xpos, geom_xmat, scene) -> dict:
+    """The Scene struct of the kernels, as float64 CPU tensors."""
+    return {"xpos": geom_xpos.cpu().to(F64), "xmat": geom_xmat.cpu().reshape(*geom_xmat.shape[:2], 9).to(F64),
+            "ids": scene.geom_ids.cpu(), "info": scene.geom_info.cpu(), "param": scene.geom_param.cpu().to(F64),
+            "bounds": scene.bvh_bounds.cpu().to(F64), "index": scene.bvh_index.cpu(),
+            "tris": scene.tris.cpu().to(F64), "lights": scene.lights.cpu().to(F64),
+            "top_index": scene.top_index.cpu(), "unbounded": scene.unbounded.cpu(),
+            "headlight": scene.headlight.cpu().to(F64)}
+
+
+def _refit(sc, worlds, threads):
+    S = len(worlds)
+    top = torch.empty(S, len(sc["top_index"]), 6, dtype=F64)
+    launch(_refit_top_kernel, cdiv(S, threads), threads, sc, torch.as_tensor(worlds), top, S)
+    return top
+
+
+def refit_top(geom_xpos, geom_xmat, worlds, scene, threads=4):
+    """Grid emulation of the top-level refit kernel: float64 [S, Nt, 6] boxes of the
+    selected worlds (render_tiles' ``top_bounds``)."""
+    return _refit(_scene_arrays(geom_xpos, geom_xmat, scene), worlds, threads)
+
+
 def render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fovy, height, width,
                  samples=1, shadows=False, zfar=None, mosaic_cols=0, threads=16, top_level=True):
     """Grid emulation of the render kernels (the top-level refit unless ``top_level``
     is False, then the pixels); returns (rgb, depth, seg) like the reference."""
     S = len(worlds)
-    sc = {"xpos": geom_xpos.cpu().to(F64), "xmat": geom_xmat.cpu().reshape(*geom_xmat.shape[:2], 9).to(F64),
-          "ids": scene.geom_ids.cpu(), "info": scene.geom_info.cpu(), "param": scene.geom_param.cpu().to(F64),
-          "bounds": scene.bvh_bounds.cpu().to(F64), "index": scene.bvh_index.cpu(),
-          "tris": scene.tris.cpu().to(F64), "lights": scene.lights.cpu().to(F64),
-          "top_index": scene.top_index.cpu(), "unbounded": scene.unbounded.cpu(),
-          "headlight": scene.headlight.cpu().to(F64)}
+    sc = _scene_arrays(geom_xpos, geom_xmat, scene)
     rows = cdiv(S, mosaic_cols) if mosaic_cols else 0
     tiles = rows * mosaic_cols if mosaic_cols else S
     out = {"cols": mosaic_cols,
@@ -264,10 +282,7 @@ def render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fovy,
                               77, dtype=torch.uint8),  # poisoned: the kernel writes every byte
            "depth": torch.zeros(S, height, width), "seg": torch.full((S, height, width), -1, dtype=torch.int32)}
     th = math.tan(0.5 * math.radians(fovy))
-    top = None
-    if top_level and len(sc["top_index"]):
-        top = torch.empty(S, len(sc["top_index"]), 6, dtype=F64)
-        launch(_refit_top_kernel, cdiv(S, threads), threads, sc, torch.as_tensor(worlds), top, S)
+    top = _refit(sc, worlds, threads) if top_level and len(sc["top_index"]) else None
     launch(_render_tiles_kernel, cdiv(tiles * height * width, threads), threads, sc, out,
            torch.as_tensor(worlds), cam_pos.cpu().reshape(-1, 3), cam_mat.cpu().reshape(-1, 9), S, height,
            width, th, scene.zfar if zfar is None else zfar, samples, shadows, tiles, top)
