@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/record_qpos.cuh"
+
 namespace flycuda {
 
 // How motion_to_ctrl maps a frame position outside [0, T-1] back into it.
@@ -35,11 +37,20 @@ FrameMode check_spline_to_ctrl(const at::Tensor& coeffs,                 // [M, 
 
 void check_advance_step(const at::Tensor& step);  // [1]
 
-void check_record_qpos(const at::Tensor& qpos,     // [W, nq]
-                       const at::Tensor& adrs,     // [D]
-                       const at::Tensor& history,  // [W, R, D]
-                       const at::Tensor& step,     // [1]
-                       int64_t every, bool check_values);
+// The record family: validates every argument and returns the launch plan
+// (kernels/record_qpos.cuh) that the CPU twin, the CUDA launcher and the
+// emulator all run. `check_values` also checks the column ids' range (a
+// device-to-host copy on CUDA; skipped during capture).
+kernels::RecordPlan check_record_qpos(const at::Tensor& qpos,     // [W, nq]
+                                      const at::Tensor& adrs,     // [D]
+                                      const at::Tensor& history,  // [W, R, D]
+                                      const at::Tensor& step,     // [1] or [2]
+                                      int64_t every, bool check_values);
+kernels::RecordPlan check_record_chunk(const at::Tensor& source,   // [W, N]
+                                       const at::Tensor& columns,  // [D]
+                                       const at::Tensor& chunks,   // [B, W, C, D]
+                                       const at::Tensor& step,     // [1] or [2]
+                                       int64_t every, bool check_values);
 
 // Validates the shapes, dtypes and devices of every argument of render_tiles
 // (see registration.cpp).

@@ -41,6 +41,12 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "record_qpos(Tensor qpos, Tensor adrs, Tensor(a!) history, Tensor step, "
       "int every) -> ()");
+  // The same into a ring of B chunks of C rows, any source columns:
+  // chunks[(k / C) % B, w, k % C, d] = source[w, columns[d]], k = step // every,
+  // when step % every == 0 (flycuda.recording streams the chunks out).
+  m.def(
+      "record_chunk(Tensor source, Tensor columns, Tensor(a!) chunks, Tensor step, "
+      "int every) -> ()");
   // Ray-cast every selected world's camera view into RGB tiles (or a mosaic),
   // planar depth and geom-id segmentation; see csrc/render_tiles.h.
   m.def(

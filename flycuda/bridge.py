@@ -15,7 +15,8 @@ from typing import Iterable, Sequence
 
 import torch
 
-VIEW_FIELDS = ("ctrl", "qpos", "qvel", "time", "geom_xpos", "geom_xmat", "cam_xpos", "cam_xmat")
+VIEW_FIELDS = ("ctrl", "qpos", "qvel", "time", "geom_xpos", "geom_xmat", "cam_xpos", "cam_xmat", "xpos", "xquat",
+               "sensordata", "actuator_force")
 
 
 class BridgeError(ValueError):
@@ -146,7 +147,8 @@ class Sim:
 
         Fields: ctrl [W, nu], qpos [W, nq], qvel [W, nv], time [W], geom_xpos
         [W, ngeom, 3], geom_xmat [W, ngeom, 3, 3], cam_xpos [W, ncam, 3],
-        cam_xmat [W, ncam, 3, 3].
+        cam_xmat [W, ncam, 3, 3], xpos [W, nbody, 3], xquat [W, nbody, 4] (w, x, y, z),
+        sensordata [W, nsensordata], actuator_force [W, nu].
         """
         if field not in VIEW_FIELDS:
             raise BridgeError(f"unknown field {field!r}; views exist for {', '.join(VIEW_FIELDS)}")
@@ -232,6 +234,14 @@ class Sim:
         Warp launches on Warp's current device), on that device's current stream."""
         with self._wp.ScopedDevice(self.wp_device):
             self._mjw.step(self.model, self.data)
+
+    def kinematics(self) -> None:
+        """Poses (bodies, geoms, cameras, lights) from qpos alone, as FlyGym's renderers
+        do before drawing a recorded state: mjw.kinematics, com_pos, camlight."""
+        with self._wp.ScopedDevice(self.wp_device):
+            self._mjw.kinematics(self.model, self.data)
+            self._mjw.com_pos(self.model, self.data)
+            self._mjw.camlight(self.model, self.data)
 
     def forward(self) -> None:
         """Recomputes derived quantities (poses) from qpos without stepping, on the

@@ -1,4 +1,4 @@
-"""The ``flycuda`` command line: ``flycuda replay ...`` and ``flycuda gpu-check`` (also
+"""The ``flycuda`` command line: ``flycuda replay ...``, ``flycuda render STORE`` and ``flycuda gpu-check`` (also
 ``python -m flycuda``).
 
 Errors in what the user gave (missing files, unmatched DOF names, bad numbers)
@@ -104,14 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--steps-per-graph", type=_positive_int, default=1, metavar="K",
                    help="simulation steps per graph launch")
     r.add_argument("--record-every", type=_positive_int, default=1, metavar="N",
-                   help="record joint angles every N steps")
-    r.add_argument("--record", default=None, metavar="OUT.npz",
-                   help="write recorded joint angles, targets and tracking errors")
+                   help="default sampling interval of the observables (steps)")
+    r.add_argument("--observe", nargs="+", default=None, metavar="SPEC",
+                   help="what to record, each KIND[:NAMES][@EVERY]: angles (always), qpos, qvel, ctrl, "
+                        "actuator_force, body_pos:NAMES, body_quat:NAMES, sensor:NAMES; @N steps or @30hz "
+                        "(e.g. --observe qpos@30hz body_pos:c_thorax 'sensor:*contact*')")
+    r.add_argument("--record", default=None, metavar="OUT.zarr",
+                   help="the recording: a zarr store (.zarr: streamed in chunks, any size; angles, targets and "
+                        "every observable) or .npz (small runs: angles, targets, tracking errors)")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing --record store")
     r.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder: writes replay.mp4, last_frame.png, joint_angles.png and recording.npz "
-                        "there (each unless its own option names another path)")
+                   help="output folder: writes recording.zarr, replay.mp4 (rendered afterwards from the store), "
+                        "last_frame.png and joint_angles.png there (each unless its own option names another path)")
     r.add_argument("--render", default=None, metavar="OUT.mp4",
-                   help="mosaic video of all worlds (at least the first and the last state)")
+                   help="mosaic video (with a .zarr --record: rendered afterwards from the stored qpos; otherwise "
+                        "live, every world, at least the first and the last state)")
+    r.add_argument("--render-worlds", default="0:16", metavar="SPEC",
+                   help="worlds in a video rendered afterwards (default 0:16)")
     r.add_argument("--frames", default=None, metavar="OUT.png", help="the final state's mosaic as PNG")
     r.add_argument("--plot", default=None, metavar="OUT.png",
                    help="replayed vs target joint angles (one leg, 3 worlds) and the RMSE per DOF")
@@ -127,6 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", default=None, metavar="OUT.json",
                    help="write the report's figures as JSON (for scripts and benchmarks)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    v = sub.add_parser("render", help="render a recording afterwards from its stored qpos",
+                       description="Re-poses the selected worlds of a flycuda recording (zarr store with qpos) "
+                                   "and renders them with flycuda's tile renderer into a mosaic video.")
+    v.add_argument("store", help="the recording (a .zarr store written by flycuda replay --record)")
+    v.add_argument("--worlds", default="0:16", help="worlds to show: 0:16, 3, 1,4,9 (default 0:16)")
+    v.add_argument("--camera", default=None, help="camera (default: the replay's)")
+    v.add_argument("--out", default="recording.mp4", metavar="VIDEO.mp4", help="the video to write")
+    v.add_argument("--frames", default=None, metavar="OUT.png", help="also write the last frame as PNG")
+    v.add_argument("--size", type=_size, default=(160, 120), metavar="WxH", help="tile size")
+    v.add_argument("--speed", type=_positive_float, default=1.0, help="playback speed (1: real time)")
+    v.add_argument("--device", choices=["cuda", "cpu"], default=None)
+    v.add_argument("--no-progress", action="store_true", help="no progress bar")
     c = sub.add_parser("gpu-check", help="self-check on an NVIDIA GPU: CUDA tests, compute-sanitizer, a "
                                          "graph-captured replay, small benchmarks; writes a report",
                        description="Runs flycuda's GPU self-check (see flycuda/gpucheck.py). Without a GPU it "
@@ -138,17 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _write_record(path: str, res, offsets_note: str) -> None:
-    tmp = path + ".part.npz"
-    np.savez(tmp, recorded=res.recorded.numpy(), targets=res.targets.numpy(),
-             rmse_per_dof=res.rmse_per_dof.numpy(), dof_names=np.array(res.dof_names),
-             times=np.arange(res.recorded.shape[1]) * res.record_every * res.timestep,
-             timestep=np.float64(res.timestep), worlds=np.int64(res.worlds), offsets=offsets_note)
-    os.replace(tmp, path)
-
-
 OUT_FILES = {"render": "replay.mp4", "frames": "last_frame.png", "plot": "joint_angles.png",
-             "record": "recording.npz"}
+             "record": "recording.zarr"}
 
 
 def _apply_out_dir(args) -> None:
@@ -161,8 +173,7 @@ def _apply_out_dir(args) -> None:
             setattr(args, opt, os.path.join(args.out, name))
 
 
-NAMED_MODELS = ("hexapod", "neuromechfly", "neuromechfly-capsules")
-NAMED_MOTIONS = ("tripod", "spotlight")
+from .scenario import NAMED_MODELS, NAMED_MOTIONS  # noqa: E402
 
 
 def _check_paths(args) -> None:
@@ -178,6 +189,12 @@ def _check_paths(args) -> None:
     for path in (args.record, args.json, args.profile, args.render, args.frames, args.plot):
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise FileNotFoundError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    if args.record is not None and not args.record.endswith((".zarr", ".npz")):
+        raise ValueError(f"--record must end in .zarr (a zarr store) or .npz (small runs), got {args.record}")
+    if args.record and args.record.endswith(".zarr"):
+        from .store import check_path
+
+        check_path(args.record, args.overwrite)
 
 
 def _device(args) -> str:
@@ -190,76 +207,6 @@ def _device(args) -> str:
         raise ValueError("--device cuda needs a visible GPU and flycuda built with CUDA "
                          f"(GPU visible: {torch.cuda.is_available()}, CUDA kernels built: {flycuda.has_cuda_ops()})")
     return device
-
-
-def _setup(args, device: str, n: int):
-    """The worlds and what drives them: (sim, motion, act_ids or None, camera, interp, warmup)."""
-    from .bridge import Sim
-    from .motion import load_motion, tripod_gait
-
-    model = args.model or "hexapod"
-    nmf = model in NAMED_MODELS[1:]
-    own = args.motion not in (None, "spotlight", "tripod")
-    motion = load_motion(args.motion) if own else None  # a bad file fails before any build
-    if nmf:
-        from . import flygym as fg
-
-        setup = fg.Setup(model, n, device=device)
-        sim, act_ids, camera, warmup = setup.sim, setup.act_ids, setup.camera, 0.05
-        if motion is None:
-            motion = fg.spotlight(setup.fly)
-        else:
-            act_ids = None  # a recording of its own: matched by its DOF names
-    else:
-        sim = Sim.build(None if model == "hexapod" else model, n, device=device)
-        act_ids, camera, warmup = None, "track", 0.0
-        motion = motion if motion is not None else tripod_gait()
-    interp = args.interp or ("cubic" if nmf and not own else "linear")
-    warmup = args.warmup if args.warmup is not None else warmup
-    return sim, motion, act_ids, args.camera or camera, interp, warmup
-
-
-def _replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, primary: bool):
-    """Runs the worlds [start, start + count) of a ``worlds``-world job (all when share is None).
-    ``primary``: this process renders and profiles (rank 0, or the only process)."""
-    from .motion import Motion
-    from .render import FrameWriter, MjwRenderer, TileRenderer
-    from .replay import ReplayError, _resolve_offsets, replay
-
-    n = worlds if share is None else share[1]
-    if n == 0:
-        raise ReplayError(f"no worlds to run: {worlds} world(s) over more ranks than that")
-    sim, motion, act_ids, camera, interp, warmup = _setup(args, device, n)
-    duration = args.duration or (args.snippet if args.snippet else 0.5)
-    offsets = None
-    if share is not None:
-        start = share[0]
-        # Offsets of the whole job, then this rank's slice (same starts as one process).
-        offsets = _resolve_offsets(motion, worlds, args.snippet, args.offsets)[start:start + n].clone()
-        if motion.angles.dim() == 3 and motion.angles.shape[0] == worlds:
-            a64 = motion.angles64[start:start + n] if motion.angles64 is not None else None
-            motion = Motion(motion.angles[start:start + n], motion.fps, motion.dof_names, angles64=a64)
-    writer = renderer = None
-    render_every = 0
-    sim.camera_id(camera)  # a camera the model lacks is an error, rendering or not
-    if primary and (args.render or args.frames):
-        writer = FrameWriter(video=args.render, png=args.frames, fps=30.0)
-        cls = TileRenderer if args.renderer == "flycuda" else MjwRenderer
-        kw = {"mosaic": True} if cls is TileRenderer else {}
-        renderer = cls(sim, camera=camera, width=args.render_size[0], height=args.render_size[1], **kw)
-        render_every = args.render_every or max(1, round(1.0 / (30.0 * sim.timestep)))
-    res = replay(motion=motion, worlds=n, duration=duration,
-                 snippet=args.snippet if share is None else None,
-                 offsets=args.offsets if share is None else offsets, mode=args.mode, graph=args.graph,
-                 steps_per_graph=args.steps_per_graph, record_every=args.record_every,
-                 render_every=render_every, renderer=renderer, frame_writer=writer,
-                 profile=args.profile if primary else None, progress=not args.no_progress and primary,
-                 sim=sim, interp=interp, act_ids=act_ids, warmup=warmup)
-    res.model = args.model or "hexapod"
-    res.motion = args.motion or ("spotlight" if res.model in NAMED_MODELS[1:] else "tripod")
-    if writer is not None:
-        res.outputs += writer.close()
-    return res
 
 
 def _write_json(path: str, res) -> None:
@@ -277,10 +224,60 @@ def _write_json(path: str, res) -> None:
     os.replace(tmp, path)
 
 
+def _observe(args) -> list[str]:
+    """The observables: --observe, plus qpos at the video rate when the video is
+    rendered afterwards from the store (and the fly's thorax path with --out)."""
+    from .scenario import THORAX
+
+    obs = list(args.observe or ["angles"])
+    kinds = {o.split(":")[0].split("@")[0] for o in obs}
+    if args.render_afterwards and "qpos" not in kinds:
+        obs.append(f"qpos@{args.render_every}" if args.render_every else "qpos@30hz")
+    model = args.model or "hexapod"
+    if args.out and "body_pos" not in kinds and model in THORAX:
+        obs.append(f"body_pos:{THORAX[model]}")
+    return obs
+
+
+def _target(args, share=None, worlds: int = 0, rendezvous=None):
+    """Where the recording goes (a flycuda.recording.Target) or None."""
+    from .recording import Target
+    from .store import world_chunk
+
+    if not args.record:
+        return None
+    if args.record.endswith(".npz"):
+        return Target(store="memory")
+    if share is None:
+        return Target(store=args.record, overwrite=args.overwrite)
+    from . import distributed
+
+    starts = [s for s, _ in distributed.split_worlds(worlds, distributed.rank_info().world_size)]
+    return Target(store=args.record, overwrite=args.overwrite, world_offset=share[0], worlds_total=worlds,
+                  world_chunk=world_chunk(starts, worlds), finalize=False, create=share[0] == 0 and
+                  distributed.rank_info().rank == 0, sync=rendezvous)
+
+
+def _render_afterwards(args, res) -> None:
+    from .playback import render_recording
+
+    pb = render_recording(args.record, args.render, worlds=args.render_worlds, camera=args.camera,
+                          size=args.render_size, png=args.frames, progress=not args.no_progress)
+    res.outputs += pb.outputs
+    res.render_frames, res.render_tiles = pb.frames, pb.worlds
+    res.split_seconds = dict(res.split_seconds, render=pb.seconds)
+    res.render_afterwards = True
+
+
 def _finish(args, res) -> int:
-    if args.record:
-        _write_record(args.record, res, "snippet" if args.snippet else "offsets" if args.offsets else "zero")
+    if args.record and args.record.endswith(".npz"):
+        res.recording.to_npz(args.record, {"rmse_per_dof": res.rmse_per_dof.numpy(), "offsets": np.array(
+            "snippet" if args.snippet else "offsets" if args.offsets else "zero")})
         res.outputs.append(args.record)
+    elif args.record:
+        res.outputs.append(args.record)
+        if args.render_afterwards:
+            _render_afterwards(args, res)
     if args.plot:
         from .plot import plot_tracking
 
@@ -301,41 +298,55 @@ def _finish(args, res) -> int:
 def run_replay(args) -> int:
     """``flycuda replay`` in one process, or as one rank of a torchrun job."""
     from . import distributed
+    from .scenario import replay_share
 
     _apply_out_dir(args)
     _check_paths(args)
+    args.render_afterwards = bool(args.record and args.record.endswith(".zarr") and (args.render or args.frames))
     info = distributed.rank_info()
     if info is None or info.world_size == 1:
         device = _device(args)
         worlds = args.worlds or (100 if device == "cuda" else 4)
-        return _finish(args, _replay_share(args, device, worlds, None, primary=True))
+        return _finish(args, replay_share(args, device, worlds, None, primary=True, target=_target(args),
+                                          observe=_observe(args)))
     return _run_distributed(args, info)
 
 
 def _run_distributed(args, info) -> int:
+    """One rank of a torchrun job: its share of the worlds, written into the one store
+    (rank 0 creates it; every rank waits for that); rank 0 gathers small metrics only."""
     from . import distributed
+    from .scenario import replay_share
 
+    if args.record and args.record.endswith(".npz"):
+        raise ValueError("--record .npz gathers nothing across ranks; use a .zarr store with torchrun")
     distributed.init(info)
+    rendezvous = distributed.Rendezvous()
     try:
         payload = None
         try:
             device = distributed.device_for(info, _device(args))
             worlds = args.worlds or (100 if device.startswith("cuda") else 4)
             share = distributed.split_worlds(worlds, info.world_size)[info.rank]
-            res = _replay_share(args, device, worlds, share, primary=info.rank == 0)
-            payload = ("ok", res, worlds)
-        except Exception as e:  # noqa: BLE001 - every rank must reach the exchange below
-            payload = ("error", f"rank {info.rank}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", None)
+            target = _target(args, share, worlds, rendezvous)
+            res = replay_share(args, device, worlds, share, primary=info.rank == 0, target=target,
+                               observe=_observe(args))
+            payload = ("ok", distributed.summary(res), worlds)
+        except Exception as e:  # noqa: BLE001 - every rank must reach the exchanges below
+            why = f"rank {info.rank}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            rendezvous.fail(why)
+            payload = ("error", why, None)
         parts = distributed.exchange(payload)
         errors = [p[1] for p in parts if p[0] == "error"]
         if errors:
             if info.rank == 0:
+                distributed.mark_failed(args.record, errors[0])
                 print(f"flycuda: error: {errors[0]}" + (f" (and {len(errors) - 1} more rank(s) failed)"
                                                         if len(errors) > 1 else ""), file=sys.stderr)
             return 2
         if info.rank != 0:
             return 0
-        merged = distributed.merge_results([p[1] for p in parts], parts[0][2])
+        merged = distributed.merge_results([p[1] for p in parts], parts[0][2], args.record)
         merged.outputs = list(parts[0][1].outputs)
         rc = _finish(args, merged)
         print("  per-rank wall  " + ", ".join(f"rank {i}: {w:.3f} s" for i, w in enumerate(merged.rank_walls)))
@@ -344,22 +355,43 @@ def _run_distributed(args, info) -> int:
         distributed.finish()
 
 
+def run_render(args) -> int:
+    """``flycuda render STORE``: the recording's worlds rendered afterwards."""
+    from .playback import render_recording
+
+    for path in (args.out, args.frames):
+        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise FileNotFoundError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    res = render_recording(args.store, args.out, worlds=args.worlds, camera=args.camera, size=args.size,
+                           speed=args.speed, png=args.frames, device=args.device, progress=not args.no_progress)
+    print(f"flycuda render: {res.frames} frames x {res.worlds} worlds from {args.store}: "
+          f"{res.images_per_s:,.0f} images/s")
+    for p in res.outputs:
+        print(f"  wrote          {p}")
+    return 0
+
+
 def main(argv=None) -> int:
     """Entry point of the ``flycuda`` command."""
     args = build_parser().parse_args(argv)
     from .bridge import BridgeError
     from .motion import MotionError
     from .render import RenderError
+    from .recording import RecordingError
     from .replay import ReplayError
+    from .store import StoreError
 
     try:
         if args.command == "replay":
             return run_replay(args)
+        if args.command == "render":
+            return run_render(args)
         if args.command == "gpu-check":
             from . import gpucheck
 
             return gpucheck.main(args.out, args.results)
-    except (FileNotFoundError, MotionError, BridgeError, RenderError, ReplayError, ValueError) as e:
+    except (FileNotFoundError, MotionError, BridgeError, RenderError, ReplayError, RecordingError, StoreError,
+            ValueError) as e:
         print(f"flycuda: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -4,12 +4,14 @@
 
 Each rank takes a contiguous share of the worlds (the first ``worlds % ranks``
 ranks take one more), runs the same graph-captured loop on its own device
-(``cuda:LOCAL_RANK``, or the CPU), and rank 0 gathers the recorded joint
-angles, targets and per-rank timings into one report and one output file.
-Only rank 0 renders: the mosaic video shows rank 0's worlds.
+(``cuda:LOCAL_RANK``, or the CPU), and writes its worlds straight into the one
+zarr store (``--record out.zarr``: rank 0 creates it, the ranks meet once so
+that it exists, then each writes disjoint chunks). Rank 0 gathers only small
+metrics (the tracking error's sums, timings) into one report, marks the store
+complete, and renders (live: rank 0's worlds; afterwards: any worlds).
 
-Results travel as CPU tensors over the gloo backend (a few MB at the end of a
-run; no GPU collectives are needed, so NCCL is not required). Every rank
+Metrics travel over the gloo backend (a few KB; no GPU collectives are needed,
+so NCCL is not required). Every rank
 always joins the final exchange, also after an exception, so a failing rank
 ends the job with its error on rank 0 instead of a hang; a rank that dies
 outright is caught by the process group timeout (FLYCUDA_DIST_TIMEOUT seconds,
@@ -90,18 +92,69 @@ def finish() -> None:
         dist.destroy_process_group()
 
 
-def merge_results(parts: list, worlds: int):
-    """One ReplayResult from the per-rank results, in world order.
+class Rendezvous:
+    """The ranks' one meeting before they write into the store: each rank calls it
+    once, either when ready (``()``) or, failing before that point, with
+    :meth:`fail`; if any rank failed, every ready rank raises naming it."""
 
-    Timings: the job's wall time is the slowest rank's; JIT likewise; the stage
-    split is summed over ranks."""
-    from .replay import ReplayResult, tracking_rmse
+    def __init__(self):
+        self.done = False
+
+    def __call__(self, error: str | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        errors = [p for p in exchange(error) if p is not None]
+        if errors and error is None:
+            from .settings import ReplayError
+
+            raise ReplayError(f"another rank failed before the store was ready: {errors[0]}")
+
+    def fail(self, why: str) -> None:
+        """Joins the meeting with an error, unless this rank already met the others."""
+        if not self.done:
+            self(why)
+
+
+def summary(res):
+    """What a rank sends rank 0: its ReplayResult without the store handle."""
+    res.recording = None
+    return res
+
+
+def mark_failed(path: str | None, why: str) -> None:
+    """Marks a store incomplete after a failed rank (rank 0, at the end)."""
+    if path and path.endswith(".zarr") and os.path.isdir(path):
+        from . import store
+
+        try:
+            store.mark(store.open_store(path, "r+"), complete=False, status=f"incomplete: {why}"[:500])
+        except store.StoreError:
+            pass  # the store was never created
+
+
+def merge_results(parts: list, worlds: int, record: str | None = None):
+    """One ReplayResult from the per-rank results (small metrics only).
+
+    Tracking error: from the ranks' summed squared errors. Timings: the job's wall
+    time is the slowest rank's; JIT likewise; the stage split is summed over ranks.
+    With a store (``record``), rank 0 marks it complete and opens it for reading."""
+    from .recording import Recording
+    from .results import ReplayResult, rmse_from_sums
 
     first = parts[0]
-    rec = torch.cat([p.recorded for p in parts], dim=0)
-    tgt = torch.cat([p.targets for p in parts], dim=0)
-    assert rec.shape[0] == worlds
-    rmse = tracking_rmse(rec, tgt, first.timestep, first.record_every)
+    assert sum(p.worlds for p in parts) == worlds
+    sq = sum(p.track_sq.double() for p in parts)
+    count = sum(p.track_count for p in parts)
+    recording = None
+    if record and record.endswith(".zarr"):
+        from . import store
+
+        group = store.open_store(record, "r+")
+        rows = {k: min(p.rows_written.get(k, 0) for p in parts) for k in first.rows_written}
+        store.mark(group, complete=True, status="complete", rows_written=rows, ranks=len(parts),
+                   rmse_per_dof=rmse_from_sums(sq, count).tolist())
+        recording = Recording(group)
     split: dict = {}
     for p in parts:
         for k, v in p.split_seconds.items():
@@ -110,9 +163,11 @@ def merge_results(parts: list, worlds: int):
         worlds=worlds, steps=first.steps, timestep=first.timestep,
         device=f"{len(parts)} ranks ({', '.join(p.device for p in parts)})", graph=first.graph,
         steps_per_graph=first.steps_per_graph, record_every=first.record_every, dof_names=first.dof_names,
-        recorded=rec, targets=tgt, sim_seconds=first.sim_seconds,
+        sim_seconds=first.sim_seconds,
         wall_seconds=max(p.wall_seconds for p in parts), jit_seconds=max(p.jit_seconds for p in parts),
         split_seconds=split, peak_memory="; ".join(f"rank {i}: {p.peak_memory}" for i, p in enumerate(parts)),
-        rmse_per_dof=rmse)
-    merged.rank_walls = [p.wall_seconds for p in parts]
+        rmse_per_dof=rmse_from_sums(sq, count), recording=recording, track_sq=sq, track_count=count,
+        store_bytes=sum(p.store_bytes for p in parts), store_seconds=max(p.store_seconds for p in parts),
+        recorder_device_bytes=max(p.recorder_device_bytes for p in parts),
+        rank_walls=[p.wall_seconds for p in parts])
     return merged

@@ -15,7 +15,7 @@ import torch
 
 from . import _ext  # noqa: F401  (loads flycuda._C before the fakes below)
 
-__all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "new_step_counter",
+__all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk", "new_step_counter",
            "render_tiles"]
 
 MODES = ("clamp", "loop")
@@ -137,6 +137,39 @@ def record_qpos(qpos: torch.Tensor, adrs: torch.Tensor, history: torch.Tensor,
         ValueError: ``every < 1``.
     """
     torch.ops.flycuda.record_qpos.default(qpos, adrs, history, step, int(every))
+
+
+def record_chunk(source: torch.Tensor, columns: torch.Tensor, chunks: torch.Tensor,
+                 step: torch.Tensor, *, every: int = 1) -> None:
+    """Records columns of any per-world array at the current step into a ring of chunks.
+
+    With ``s = step[0]``: if ``s >= 0`` and ``s % every == 0``, then with ``k = s // every``::
+
+        chunks[(k // C) % B, w, k % C, d] = source[w, columns[d]]    for all w, d
+
+    otherwise nothing is written. Sample k is row ``k % C`` of chunk ``k // C``, and
+    chunk c lives in ring slot ``c % B``: with B = 2 one chunk fills while the other
+    is copied out (:mod:`flycuda.recording` streams a whole run through this fixed
+    memory). The source is a zero-copy view of any [W, N] float32 array of MuJoCo
+    Warp's Data (qpos, qvel, ctrl, actuator_force, sensordata, xpos as [W, nbody*3],
+    ...). :func:`record_qpos` is the case B = 1, C = R without wrapping.
+
+    Args:
+        source: float32 [W, N], any strides.
+        columns: int32/int64 [D], each in [0, N) (repeats allowed), contiguous.
+        chunks: float32 [B, W, C, D] (B >= 1, C >= 1), written in place; any strides,
+            no overlapping memory, not sharing memory with the inputs.
+        step: int64 [1] or [2] step counter on the same device (``step[0]`` is read).
+        every: record one sample every ``every`` steps (>= 1).
+
+    columns values are checked once per tensor, as act_ids in :func:`motion_to_ctrl`.
+
+    Raises:
+        RuntimeError: wrong dtype, rank, shape, device, or columns out of range;
+            ``chunks`` is left untouched.
+        ValueError: ``every < 1``.
+    """
+    torch.ops.flycuda.record_chunk.default(source, columns, chunks, step, int(every))
 
 
 def new_step_counter(device: torch.device | str = "cpu", start: int = 0) -> torch.Tensor:
@@ -273,6 +306,19 @@ def _record_qpos_fake(qpos, adrs, history, step, every):
                  lambda: f"flycuda.record_qpos: argument 'qpos' must have shape [W, nq] with W = {history.shape[0]}, got {tuple(qpos.shape)}")
     _check_same_device("record_qpos", "history", history, qpos=qpos, step=step, adrs=adrs)
     _check_counter("record_qpos", step)
+    return None
+
+
+@torch.library.register_fake("flycuda::record_chunk")
+def _record_chunk_fake(source, columns, chunks, step, every):
+    torch._check(chunks.dim() == 4 and chunks.dtype == torch.float32,
+                 lambda: f"flycuda.record_chunk: argument 'chunks' must be float32 [B, W, C, D], got {chunks.dtype} {tuple(chunks.shape)}")
+    torch._check(source.dim() == 2 and source.shape[0] == chunks.shape[1],
+                 lambda: f"flycuda.record_chunk: argument 'source' must have shape [W, N] with W = {chunks.shape[1]}, got {tuple(source.shape)}")
+    torch._check(columns.dim() == 1 and columns.shape[0] == chunks.shape[3],
+                 lambda: f"flycuda.record_chunk: argument 'columns' must have shape [{chunks.shape[3]}], got {tuple(columns.shape)}")
+    _check_same_device("record_chunk", "chunks", chunks, source=source, step=step, columns=columns)
+    _check_counter("record_chunk", step)
     return None
 
 

@@ -20,20 +20,46 @@ import numpy as np
 __all__ = ["plot_tracking", "load_tracking"]
 
 
-def load_tracking(source) -> dict:
-    """recorded/targets (float [W, R, D], radians), times [R] (s), dof_names, rmse_per_dof [D]
-    from a ReplayResult or a ``--record`` .npz path."""
-    if isinstance(source, (str, os.PathLike)):
+def load_tracking(source, worlds=None) -> dict:
+    """For the ``worlds`` drawn (default the first 3): recorded/targets (float [len(worlds), R, D],
+    radians), times [R] (s), dof_names, rmse_per_dof [D], worlds, total (worlds in the recording);
+    from a ReplayResult, a Recording, a ``--record`` .zarr store or .npz. A store is read for
+    those worlds only."""
+    from .recording import Recording
+
+    if isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".npz"):
         with np.load(os.fspath(source)) as z:
             missing = {"recorded", "targets", "times", "dof_names", "rmse_per_dof"} - set(z.files)
             if missing:
                 raise ValueError(f"{os.fspath(source)} is not a flycuda recording: it lacks {sorted(missing)}")
-            return {k: z[k] for k in ("recorded", "targets", "times", "rmse_per_dof")} | {
-                "dof_names": [str(n) for n in z["dof_names"]]}
-    r = source
-    times = np.arange(r.recorded.shape[1]) * r.record_every * r.timestep
-    return {"recorded": r.recorded.numpy(), "targets": r.targets.numpy(), "times": times,
-            "dof_names": list(r.dof_names), "rmse_per_dof": r.rmse_per_dof.numpy()}
+            data = {k: z[k] for k in ("recorded", "targets", "times", "rmse_per_dof")}
+            names = [str(n) for n in z["dof_names"]]
+        total = data["recorded"].shape[0]
+        sel = _check_worlds(worlds, total)
+        return data | {"recorded": data["recorded"][sel], "targets": data["targets"][sel], "dof_names": names,
+                       "worlds": sel, "total": total}
+    rmse = getattr(source, "rmse_per_dof", None)
+    rec = getattr(source, "recording", source)
+    if rec is None:
+        raise ValueError("this replay stored no recording to plot: pass record='memory' or a path")
+    if not isinstance(rec, Recording):
+        rec = Recording.open(source)
+    if rmse is None:
+        rmse = rec.info.get("rmse_per_dof")
+    total = rec["angles"].shape[0]
+    sel = _check_worlds(worlds, total)
+    return {"recorded": rec.read("angles", sel).numpy(), "targets": rec.read("targets", sel).numpy(),
+            "times": rec.times("angles"), "dof_names": rec.columns("angles"),
+            "rmse_per_dof": np.asarray(rmse if rmse is not None else [], dtype=np.float32), "worlds": sel,
+            "total": total}
+
+
+def _check_worlds(worlds, total: int) -> list[int]:
+    worlds = list(range(min(3, total))) if worlds is None else [int(w) for w in worlds]
+    bad = [w for w in worlds if not 0 <= w < total]
+    if bad or not worlds:
+        raise ValueError(f"worlds must be indices in [0, {total}), got {worlds}")
+    return worlds
 
 
 def _leg(name: str) -> str | None:
@@ -54,7 +80,8 @@ def plot_tracking(source, out: str | None = None, *, worlds: Sequence[int] | Non
     """Draws replayed vs target angles and the RMSE per DOF; returns the figure.
 
     Args:
-        source: a ReplayResult or the path of a ``flycuda replay --record`` .npz.
+        source: a ReplayResult, a Recording, or the path of a ``flycuda replay --record``
+            store (.zarr) or .npz.
         out: PNG path to write (atomically); None: only return the figure.
         worlds: world indices to draw (default the first 3).
         dofs: DOF indices or names (default the first leg's 7 DOFs).
@@ -65,13 +92,9 @@ def plot_tracking(source, out: str | None = None, *, worlds: Sequence[int] | Non
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    data = load_tracking(source)
+    data = load_tracking(source, worlds)
     rec, tgt, t, names = np.degrees(data["recorded"]), np.degrees(data["targets"]), data["times"], data["dof_names"]
-    W = rec.shape[0]
-    worlds = list(range(min(3, W))) if worlds is None else [int(w) for w in worlds]
-    bad = [w for w in worlds if not 0 <= w < W]
-    if bad or not worlds:
-        raise ValueError(f"worlds must be indices in [0, {W}), got {worlds}")
+    worlds = data["worlds"]
     chosen = _default_dofs(names) if dofs is None else [names.index(d) if isinstance(d, str) else int(d)
                                                          for d in dofs]
     ncol = 4
@@ -83,8 +106,8 @@ def plot_tracking(source, out: str | None = None, *, worlds: Sequence[int] | Non
         ax = fig.add_subplot(grid[k // ncol, k % ncol])
         for j, w in enumerate(worlds):
             c = colors[j % len(colors)]
-            ax.plot(t, rec[w, :, d], color=c, lw=1.4, label=f"world {w} replayed")
-            ax.plot(t, tgt[w, :, d], color=c, lw=1.0, ls="--", label=f"world {w} target")
+            ax.plot(t, rec[j, :, d], color=c, lw=1.4, label=f"world {w} replayed")
+            ax.plot(t, tgt[j, :, d], color=c, lw=1.0, ls="--", label=f"world {w} target")
         ax.set_title(names[d], fontsize=9)
         ax.set_xlabel("time (s)", fontsize=8)
         ax.set_ylabel("angle (deg)", fontsize=8)
@@ -95,7 +118,7 @@ def plot_tracking(source, out: str | None = None, *, worlds: Sequence[int] | Non
     ax.bar(np.arange(len(names)), rmse, color=colors[0])
     ax.set_xticks(np.arange(len(names)), names, rotation=90, fontsize=6)
     ax.set_ylabel("tracking RMSE (deg)", fontsize=8)
-    ax.set_title(f"tracking RMSE per DOF over {W} worlds (mean {float(np.sqrt(np.mean(rmse ** 2))):.2f} deg)",
+    ax.set_title(f"tracking RMSE per DOF over {data["total"]} worlds (mean {float(np.sqrt(np.mean(rmse ** 2))):.2f} deg)",
                  fontsize=9)
     fig.suptitle(title or f"replayed (solid) vs target (dashed) joint angles, worlds {worlds}", fontsize=11)
     if out is not None:

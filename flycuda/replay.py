@@ -1,6 +1,6 @@
 """The main job: replay recorded fly motion in N MuJoCo Warp worlds with flycuda's ops.
 
-One simulation step is ``[motion_to_ctrl(advance=1), mjw.step, record_qpos]``:
+One simulation step is ``[motion_to_ctrl(advance=1), mjw.step, record_chunk...]``:
 
 * ``motion_to_ctrl`` samples each world's targets from the recording at the
   device-side counter s (frame ``offsets[w] + s * fps * timestep``), writes them
@@ -8,8 +8,10 @@ One simulation step is ``[motion_to_ctrl(advance=1), mjw.step, record_qpos]``:
   s + 1, all in one launch (``interp="cubic"``: ``spline_to_ctrl``, FlyGym's
   cubic resampling evaluated on the device);
 * ``mjw.step`` advances the physics to time ``(s + 1) * timestep``;
-* ``record_qpos`` stores the driven joint angles of that state in history row
-  ``(s + 1) // record_every`` (row 0 is the initial state).
+* ``record_chunk`` records every observable of that state (the driven joint
+  angles and whatever else was asked for, each at its own rate) into its ring
+  of device chunks (:mod:`flycuda.recorder`), which stream out to a zarr store
+  while the next steps run; the tracking error is accumulated on the device.
 
 On CUDA the step (or K steps) is captured once into a CUDA graph on the stream
 torch and Warp share and replayed; on the CPU it runs eagerly on Warp's CPU
@@ -21,23 +23,24 @@ from __future__ import annotations
 
 import contextlib
 import math
-import resource
+import os
 import time
 from dataclasses import dataclass, field
 
 import torch
 
-from . import ops, reference, streams
+from . import ops, streams
 from . import profile as profiling
+from . import store as zstore
 from .bridge import Sim
-from .motion import Motion, MotionError, offsets_from_seconds, snippet_offsets, tripod_gait
-from .results import SETTLE_SECONDS, SPLIT_STEPS, ReplayResult, tracking_rmse
+from .motion import Motion, tripod_gait
+from .observables import Observable, parse, resolve
+from .recorder import CHUNK_BYTES, Recorder
+from .recording import Target
+from .results import SETTLE_SECONDS, SPLIT_STEPS, ReplayResult, make_result, rmse_from_sums, tracking_rmse
+from .settings import (ReplayError, check_duration, check_motion_worlds, check_settings, resolve_offsets)
 
 __all__ = ["replay", "ReplayResult", "ReplayError", "tracking_rmse", "SETTLE_SECONDS", "SPLIT_STEPS"]
-
-
-class ReplayError(ValueError):
-    """Bad replay settings (worlds, duration, offsets, ...)."""
 
 
 def _sync(sim: Sim) -> None:
@@ -48,27 +51,14 @@ def _sync(sim: Sim) -> None:
         torch.cuda.synchronize(sim.device)
 
 
-def _resolve_offsets(motion: Motion, worlds: int, snippet, offsets) -> torch.Tensor:
-    if offsets is not None and snippet is not None:
-        raise ReplayError("give snippet or offsets, not both")
-    if offsets is not None:
-        if isinstance(offsets, torch.Tensor):
-            if offsets.shape != (worlds,):
-                raise ReplayError(f"offsets must have shape [{worlds}] (frames), got {tuple(offsets.shape)}")
-            return offsets.to(torch.float64)
-        return offsets_from_seconds(motion, list(offsets), worlds)
-    if snippet is not None:
-        return snippet_offsets(motion, worlds, snippet)
-    return torch.zeros(worlds, dtype=torch.float64)
-
-
 def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duration: float | None = None,
            snippet: float | None = None, offsets=None, mode: str = "clamp", device=None,
            graph: bool = True, steps_per_graph: int = 1, record_every: int = 1,
            render_every: int = 0, renderer=None, frame_writer=None, profile: str | None = None,
            progress: bool = True, sim: Sim | None = None, nconmax: int | None = None,
            njmax: int | None = None, interp: str = "linear", act_ids: torch.Tensor | None = None,
-           keep_state: bool = False, warmup: float = 0.0) -> ReplayResult:
+           keep_state: bool = False, warmup: float = 0.0, observe=("angles",), record=None,
+           overwrite: bool = False, chunk_bytes: int = CHUNK_BYTES) -> ReplayResult:
     """Replays ``motion`` in ``worlds`` MuJoCo Warp worlds of ``model``.
 
     Args:
@@ -83,7 +73,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         device: "cuda", "cpu" or None (CUDA when available).
         graph: capture the step in a CUDA graph (CUDA only; ignored on CPU).
         steps_per_graph: K steps per graph launch.
-        record_every: record joint angles every this many steps.
+        record_every: default sampling interval (steps) of the observables.
         render_every: render every N steps with ``renderer`` (0: never).
         renderer: a TileRenderer or MjwRenderer (``render_mosaic() -> uint8 image``).
         frame_writer: a :class:`flycuda.render.FrameWriter` for the mosaics.
@@ -99,29 +89,58 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         warmup: seconds simulated before the replay with the controls held at the
             first targets (as FlyGym's ``sim.warmup()``, which lets the fly settle on
             the ground); not timed, not recorded.
+        observe: what to record (:mod:`flycuda.observables`), e.g. ``("angles",
+            "qpos@30hz", "body_pos:c_thorax")``; "angles" (the driven joints, which the
+            tracking error needs) is always recorded.
+        record: where the recording goes: None (nowhere: only the tracking error is
+            kept), a path (``out.zarr``), a zarr store, "memory" (small runs), or a
+            :class:`flycuda.recording.Target`. The device memory it takes does not
+            grow with the duration (:mod:`flycuda.recorder`).
+        overwrite: replace an existing store at ``record``.
+        chunk_bytes: about this many bytes per recorded chunk (device and host).
 
     Returns:
-        a :class:`ReplayResult` (its ``report()`` is what the CLI prints).
+        a :class:`ReplayResult` (its ``report()`` is what the CLI prints; its
+        ``recording`` reads the store lazily).
     """
     t_start = time.perf_counter()
-    _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup)
+    check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup)
     motion = motion if motion is not None else tripod_gait()
-    duration = _check_duration(motion, duration, snippet)
-    offs = _resolve_offsets(motion, worlds, snippet, offsets)
-    if motion.angles.dim() == 3 and motion.angles.shape[0] not in (1, worlds):
-        raise MotionError(f"a per-world motion buffer must have {worlds} (= worlds) recordings, "
-                          f"got {motion.angles.shape[0]}")
+    duration = check_duration(motion, duration, snippet)
+    offs = resolve_offsets(motion, worlds, snippet, offsets)
+    check_motion_worlds(motion, worlds)
+    specs = _observe_specs(observe)
+    target = _target(record, overwrite)
     if sim is None:
         sim = Sim.build(model, worlds, device=device, nconmax=nconmax, njmax=njmax)
     elif sim.nworld != worlds:
         raise ReplayError(f"sim has {sim.nworld} worlds but worlds={worlds}")
 
-    run = _Run.setup(sim, motion, offs, duration, mode, record_every, interp, act_ids)
+    run = _Run.setup(sim, motion, offs, duration, mode, interp, act_ids)
+    observables = resolve(sim, specs, dof_names=motion.dof_names, adrs=run.adrs, default_every=record_every)
+    run.attach_recorder(observables, target is not None, chunk_bytes, steps_per_graph)
+    group, writer = _open_store(target, run, mode, interp)
+    try:
+        loop = _run_loop(run, renderer, frame_writer, render_every, progress, profile, graph, steps_per_graph,
+                         keep_state, warmup, t_start)
+        run.recorder.finish()
+        _close_store(group, writer, target, ok=True, rmse=run.recorder.tracker.sq, count=run.recorder.tracker.count)
+    except BaseException as e:
+        _close_store(group, writer, target, ok=False, why=f"{type(e).__name__}: {e}")
+        raise
+    return make_result(run, *loop, recording=group, writer=writer)
+
+
+def _run_loop(run, renderer, frame_writer, render_every, progress, profile, graph, steps_per_graph, keep_state,
+              warmup, t_start):
+    """Initial state, warm-up and split steps, capture, the timed loop; returns what
+    make_result needs about them."""
+    sim = run.sim
     with streams.shared_stream(run.dev):  # torch's ops and Warp's steps in one stream order
         run.initial_state(keep_state, int(round(warmup / sim.timestep)))
     renders = _Renders(run, renderer, frame_writer, render_every)
     renders.first()
-    bar = _progress_bar(progress, run.steps, worlds)
+    bar = _progress_bar(progress, run.steps, sim.nworld)
     prof_ctx = profiling.Profiler(profile, cuda=run.on_cuda) if profile else contextlib.nullcontext(None)
     with prof_ctx as prof, streams.shared_stream(run.dev):
         jit_seconds, split, split_wall = _warm_up_and_split(run, renders, t_start)
@@ -129,42 +148,75 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
             bar.update(run.done)
         cuda_graph = _capture(run, graph and run.on_cuda, steps_per_graph)
         loop_wall = _timed_loop(run, renders, cuda_graph, steps_per_graph, prof, bar)
-    renders.last()
+        renders.last()
     if bar:
         bar.close()
-    return _results(run, renders, cuda_graph, steps_per_graph, split, split_wall + loop_wall, jit_seconds,
-                     prof.summary() if prof is not None else "")
+    return (renders, cuda_graph, steps_per_graph, split, split_wall + loop_wall, jit_seconds,
+            prof.summary() if prof is not None else "")
 
 
 # --- set-up ------------------------------------------------------------------------
 
-INTERPS = ("linear", "cubic")
+def _observe_specs(observe) -> list:
+    """The parsed observables, "angles" first (added when missing)."""
+    if isinstance(observe, str):
+        observe = (observe,)
+    specs = [parse(o) if isinstance(o, str) else o for o in observe]
+    if not any(s.kind == "angles" for s in specs):
+        specs.insert(0, parse("angles"))
+    return sorted(specs, key=lambda s: s.kind != "angles")
 
 
-def _check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup) -> None:
-    if isinstance(worlds, bool) or not isinstance(worlds, int) or worlds <= 0:
-        raise ReplayError(f"worlds must be a positive integer, got {worlds!r}")
-    for name, v in (("steps_per_graph", steps_per_graph), ("record_every", record_every)):
-        if not isinstance(v, int) or v < 1:
-            raise ReplayError(f"{name} must be an integer >= 1, got {v!r}")
-    if not isinstance(render_every, int) or render_every < 0:
-        raise ReplayError(f"render_every must be an integer >= 0, got {render_every!r}")
-    if render_every and renderer is None:
-        raise ReplayError("render_every > 0 needs a renderer")
-    if mode not in ops.MODES:
-        raise ReplayError(f"mode must be 'clamp' or 'loop', got {mode!r}")
-    if interp not in INTERPS:
-        raise ReplayError(f"interp must be 'linear' or 'cubic', got {interp!r}")
-    if isinstance(warmup, bool) or not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
-        raise ReplayError(f"warmup must be >= 0 seconds, got {warmup!r}")
+def _target(record, overwrite: bool) -> Target | None:
+    """Where the recording goes (None: nowhere); a path is checked now, before any build."""
+    if record is None or isinstance(record, Target):
+        target = record
+    else:
+        target = Target(store=record, overwrite=overwrite)
+    if target is not None and target.group is None and isinstance(target.store, (str, os.PathLike)) \
+            and target.store != "memory":
+        zstore.check_path(os.fspath(target.store), target.overwrite)
+    return target
 
 
-def _check_duration(motion: Motion, duration, snippet) -> float:
-    if duration is None:
-        duration = snippet if snippet is not None else motion.duration
-    if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):
-        raise ReplayError(f"duration must be > 0 seconds, got {duration!r}")
-    return duration
+def _open_store(target: Target | None, run: "_Run", mode: str, interp: str):
+    """The store's group (created here unless the target brings one) and its writer."""
+    if target is None:
+        return None, None
+    rec, sim = run.recorder, run.sim
+    group = target.group
+    if group is None and target.create:
+        W = target.worlds_total or sim.nworld
+        wc = target.world_chunk or W
+        arrays = [zstore.ArraySpec(st.obs.name, W, st.rows, st.obs.column_names, st.obs.every, wc, st.C)
+                  for st in rec.streams]
+        ang = rec.stream("angles")
+        arrays.insert(1, zstore.ArraySpec("targets", W, ang.rows, ang.obs.column_names, ang.obs.every, wc, ang.C))
+        facts = dict(timestep=sim.timestep, worlds=W, steps=run.steps, mode=mode, interp=interp,
+                     fps=run.motion.fps, settle_seconds=SETTLE_SECONDS, **target.attrs)
+        group = zstore.create(target.zarr_store(), arrays, facts, overwrite=target.overwrite)
+    if target.sync is not None:
+        target.sync()  # torchrun: the store exists for every rank past this point
+    if group is None:
+        group = zstore.open_store(target.zarr_store(), "r+")
+    writer = zstore.Writer(group)
+    rec.attach(writer, target.world_offset)
+    return group, writer
+
+
+def _close_store(group, writer, target, ok: bool, why: str = "", rmse=None, count: int = 0) -> None:
+    """Drains the writer and marks the store: complete (with the tracking RMSE per DOF),
+    or incomplete with the reason."""
+    if writer is None:
+        return
+    if ok:
+        writer.close()
+        if target.finalize:
+            zstore.mark(group, complete=True, status="complete", rows_written=writer.rows,
+                        rmse_per_dof=rmse_from_sums(rmse.cpu(), count).tolist())
+        return
+    writer.close(raise_error=False)
+    zstore.mark(group, complete=False, status=f"incomplete: {why}"[:500], rows_written=writer.rows)
 
 
 @dataclass
@@ -175,7 +227,6 @@ class _Run:
     motion: Motion
     offs: torch.Tensor         # float64 [W] start frames (host)
     mode: str
-    record_every: int
     steps: int
     interp: str                # "linear" or "cubic"
     act_ids: torch.Tensor      # [D] actuator per DOF
@@ -183,14 +234,14 @@ class _Run:
     buf: torch.Tensor          # the recording on the device: [M, T, D] or cubic pieces [M, T, 4, D]
     offs_dev: torch.Tensor
     fps_step: float            # recording frames per simulation step
-    history: torch.Tensor      # [W, R, D] recorded angles
     step: torch.Tensor         # the device step counter
+    recorder: Recorder | None = None
     done: int = 0              # steps run so far
     split: dict = field(default_factory=lambda: {"physics": 0.0, "flycuda ops": 0.0})
 
     @classmethod
-    def setup(cls, sim: Sim, motion: Motion, offs, duration: float, mode: str, record_every: int,
-              interp: str = "linear", act_ids: torch.Tensor | None = None) -> "_Run":
+    def setup(cls, sim: Sim, motion: Motion, offs, duration: float, mode: str, interp: str = "linear",
+              act_ids: torch.Tensor | None = None) -> "_Run":
         dev = sim.device
         if act_ids is None:
             act_ids = sim.actuator_ids(motion.dof_names)
@@ -200,13 +251,10 @@ class _Run:
                               f"got {tuple(act_ids.shape)}")
         act_ids = act_ids.to(device=dev, dtype=torch.int32)
         steps = max(1, int(round(duration / sim.timestep)))
-        R = steps // record_every + 1
         buf = motion.spline() if interp == "cubic" else motion.as_buffer()
-        return cls(sim=sim, motion=motion, offs=offs, mode=mode, record_every=record_every, steps=steps,
-                   interp=interp, act_ids=act_ids, adrs=sim.qpos_adrs(act_ids), buf=buf.to(dev),
-                   offs_dev=offs.to(dev), fps_step=motion.fps * sim.timestep,
-                   history=torch.full((sim.nworld, R, len(motion.dof_names)), float("nan"), device=dev),
-                   step=ops.new_step_counter(dev))
+        return cls(sim=sim, motion=motion, offs=offs, mode=mode, steps=steps, interp=interp, act_ids=act_ids,
+                   adrs=sim.qpos_adrs(act_ids), buf=buf.to(dev), offs_dev=offs.to(dev),
+                   fps_step=motion.fps * sim.timestep, step=ops.new_step_counter(dev))
 
     @property
     def dev(self) -> torch.device:
@@ -216,16 +264,30 @@ class _Run:
     def on_cuda(self) -> bool:
         return self.dev.type == "cuda"
 
-    def write_targets(self, ctrl: torch.Tensor, advance: int) -> None:
-        """The targets op (motion_to_ctrl or spline_to_ctrl) into ``ctrl``."""
+    def attach_recorder(self, observables: list[Observable], store: bool, chunk_bytes: int, min_rows: int) -> None:
+        """The recording stage: every observable's device ring, and the tracking error
+        of the angles against the targets recomputed by :meth:`write_targets`."""
+        self.recorder = Recorder(observables, self.steps, self.dev, store=store, chunk_bytes=chunk_bytes,
+                                 min_rows=min_rows, track="angles")
+        every = self.recorder.stream("angles").obs.every
+        settle_row = math.ceil(SETTLE_SECONDS / (self.sim.timestep * every))
+        settle_row = min(settle_row, self.recorder.stream("angles").rows - 1)
+        dofs = torch.arange(len(self.motion.dof_names), dtype=torch.int32, device=self.dev)
+        self.recorder.add_tracker(lambda out, counter, advance: self.write_targets(out, advance, counter, dofs),
+                                  settle_row)
+
+    def write_targets(self, ctrl: torch.Tensor, advance: int, counter: torch.Tensor | None = None,
+                      act_ids: torch.Tensor | None = None) -> None:
+        """The targets op (motion_to_ctrl or spline_to_ctrl) into ``ctrl`` at ``counter``
+        (default the run's) and columns ``act_ids`` (default the driven actuators)."""
         op = ops.spline_to_ctrl if self.interp == "cubic" else ops.motion_to_ctrl
-        op(self.buf, self.step, ctrl, self.act_ids, offsets=self.offs_dev, frames_per_step=self.fps_step,
-           mode=self.mode, advance=advance)
+        op(self.buf, self.step if counter is None else counter, ctrl, self.act_ids if act_ids is None else act_ids,
+           offsets=self.offs_dev, frames_per_step=self.fps_step, mode=self.mode, advance=advance)
 
     def initial_state(self, keep_state: bool = False, warmup_steps: int = 0) -> None:
         """Every joint starts at its first target (or, with ``keep_state``, where it
         is), then ``warmup_steps`` steps with the controls held there; the state
-        reached is history row 0."""
+        reached is sample 0 of every observable."""
         qpos, ctrl = self.sim.view("qpos"), self.sim.view("ctrl")
         if not keep_state:
             init = torch.empty_like(ctrl)
@@ -238,11 +300,12 @@ class _Run:
             self.write_targets(ctrl, 0)
             for _ in range(warmup_steps):
                 self.sim.step()
-        ops.record_qpos(qpos, self.adrs, self.history, self.step, every=self.record_every)
+        self.recorder.record(self.step)
+        self.recorder.flush_ready(0)
 
     def one_step(self, timed: bool = False) -> None:
-        """[targets op(advance=1), mjw.step, record_qpos]; ``timed`` synchronizes
-        between the stages and adds their times to ``split``."""
+        """[targets op(advance=1), mjw.step, record_chunk per observable]; ``timed``
+        synchronizes between the stages and adds their times to ``split``."""
         on_cuda, sim = self.on_cuda, self.sim
         t0 = time.perf_counter()
         with profiling.stage(f"flycuda.{'spline' if self.interp == 'cubic' else 'motion'}_to_ctrl", cuda=on_cuda):
@@ -255,13 +318,18 @@ class _Run:
         if timed:
             _sync(sim)
             t2 = time.perf_counter()
-        with profiling.stage("flycuda.record_qpos", cuda=on_cuda):
-            ops.record_qpos(sim.view("qpos"), self.adrs, self.history, self.step, every=self.record_every)
+        with profiling.stage("flycuda.record_chunk", cuda=on_cuda):
+            self.recorder.record(self.step)
         if timed:
             _sync(sim)
             t3 = time.perf_counter()
             self.split["flycuda ops"] += (t1 - t0) + (t3 - t2)
             self.split["physics"] += t2 - t1
+
+    def advanced(self, n: int) -> None:
+        """Counts ``n`` steps as run and queues out the chunks they completed."""
+        self.done += n
+        self.recorder.flush_ready(self.done)
 
 
 class _Renders:
@@ -321,13 +389,13 @@ def _warm_up_and_split(run: _Run, renders: _Renders, t_start: float) -> tuple[fl
     run.one_step()
     _sync(run.sim)
     jit_seconds = time.perf_counter() - t_start - renders.seconds  # the first frame is render time
-    run.done = 1
+    run.advanced(1)
     renders.after_step()
     n_split = min(SPLIT_STEPS, run.steps - run.done)
     t0 = time.perf_counter()
     for _ in range(n_split):
         run.one_step(timed=True)
-        run.done += 1
+        run.advanced(1)
         renders.after_step()
     _sync(run.sim)
     # Per-step stage times from the synchronized eager steps, scaled to the whole run.
@@ -344,18 +412,20 @@ def _capture(run: _Run, use_graph: bool, steps_per_graph: int):
 
 def _timed_loop(run: _Run, renders: _Renders, cuda_graph, steps_per_graph: int, prof, bar) -> float:
     """The remaining steps: graph launches where a whole launch fits before the next due
-    frame, eager steps otherwise. Returns the wall seconds."""
+    frame and before a recording ring slot would be reused, eager steps otherwise.
+    Returns the wall seconds."""
     _sync(run.sim)
     t0 = time.perf_counter()
     while run.done < run.steps:
-        if cuda_graph is not None and run.done + steps_per_graph <= min(run.steps, renders.next_due(run.done)):
+        room = min(run.steps, renders.next_due(run.done), run.recorder.safe_until())
+        if cuda_graph is not None and run.done + steps_per_graph <= room:
             with profiling.stage("replay.graph_launch", cuda=run.on_cuda):
                 streams.launch_graph(cuda_graph)
             n = steps_per_graph
         else:
             run.one_step()
             n = 1
-        run.done += n
+        run.advanced(n)
         renders.after_step()
         if prof is not None:
             prof.step()
@@ -363,49 +433,3 @@ def _timed_loop(run: _Run, renders: _Renders, cuda_graph, steps_per_graph: int, 
             bar.update(n)
     _sync(run.sim)
     return time.perf_counter() - t0
-
-
-# --- results -------------------------------------------------------------------------
-
-def _targets(run: _Run) -> torch.Tensor:
-    """float32 [W, R, D]: what the targets op wrote at the recorded steps (the reference)."""
-    cpu_buf, cpu_offs = run.buf.cpu(), run.offs.cpu()
-    W, R, D = run.history.shape
-    tgt = torch.empty(W, R, D)
-    dof = torch.arange(D)
-    ref_op = reference.spline_to_ctrl if run.interp == "cubic" else reference.motion_to_ctrl
-    for r in range(R):
-        target = torch.empty(W, D)
-        ref_op(cpu_buf, torch.tensor([r * run.record_every]), target, dof, offsets=cpu_offs,
-               frames_per_step=run.fps_step, mode=run.mode)
-        tgt[:, r] = target
-    return tgt
-
-
-def _peak_memory(dev: torch.device) -> str:
-    if dev.type == "cuda":
-        free, total = torch.cuda.mem_get_info(dev)
-        return (f"{(total - free) / 2**20:,.0f} MiB in use on the GPU at the end (all processes; torch peak "
-                f"{torch.cuda.max_memory_allocated(dev) / 2**20:,.1f} MiB)")
-    return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB max RSS (CPU)"
-
-
-def _results(run: _Run, renders: _Renders, cuda_graph, steps_per_graph: int, split: dict, wall: float,
-             jit_seconds: float, profile_summary: str) -> ReplayResult:
-    if int(run.step[0]) != run.steps:  # the device counter must agree with the host's count
-        raise RuntimeError(f"flycuda replay: device step counter {int(run.step[0])} != {run.steps} steps run")
-    split = dict(split, render=renders.seconds)
-    rec, tgt, sim = run.history.cpu(), _targets(run), run.sim
-    return ReplayResult(
-        worlds=sim.nworld, steps=run.steps, timestep=sim.timestep, device=str(run.dev),
-        graph=cuda_graph is not None, steps_per_graph=steps_per_graph if cuda_graph is not None else 1,
-        record_every=run.record_every, dof_names=run.motion.dof_names, recorded=rec, targets=tgt,
-        sim_seconds=run.steps * sim.timestep, wall_seconds=wall, jit_seconds=jit_seconds, split_seconds=split,
-        peak_memory=_peak_memory(run.dev), rmse_per_dof=tracking_rmse(rec, tgt, sim.timestep, run.record_every),
-        profile_summary=profile_summary, render_frames=renders.frames,
-        render_tiles=_tiles_of(renders.renderer, sim.nworld), interp=run.interp)
-
-
-def _tiles_of(renderer, worlds: int) -> int:
-    sel = getattr(renderer, "worlds", None)
-    return int(sel.numel()) if isinstance(sel, torch.Tensor) else worlds

@@ -1,8 +1,11 @@
-"""What a replay measured: :class:`ReplayResult` and its report, and the tracking error."""
+"""The results stage: what a replay measured (:class:`ReplayResult`, its report)
+and the tracking error. Nothing here holds a [worlds, steps, D] array: the error
+comes from the device's running sums, the recording stays in its store."""
 
 from __future__ import annotations
 
 import math
+import resource
 from dataclasses import dataclass, field
 
 import torch
@@ -13,7 +16,8 @@ SPLIT_STEPS = 10       # eager steps timed stage by stage
 
 @dataclass
 class ReplayResult:
-    """What a replay did and measured. ``recorded``/``targets``: float32 [W, R, D]."""
+    """What a replay did and measured. ``recording``: the store, read lazily
+    (:class:`flycuda.recording.Recording`), or None when nothing was stored."""
 
     worlds: int
     steps: int
@@ -23,8 +27,6 @@ class ReplayResult:
     steps_per_graph: int
     record_every: int
     dof_names: tuple
-    recorded: torch.Tensor
-    targets: torch.Tensor
     sim_seconds: float
     wall_seconds: float
     jit_seconds: float
@@ -39,6 +41,31 @@ class ReplayResult:
     interp: str = "linear"     # targets between frames: linear or cubic
     model: str = ""            # what was replayed (set by the CLI)
     motion: str = ""
+    recording: object = None   # flycuda.recording.Recording, or None
+    track_sq: torch.Tensor | None = None  # float64 [D]: summed squared tracking error
+    track_count: int = 0                  # samples in track_sq (worlds x samples after settling)
+    rank_walls: list = field(default_factory=list)  # torchrun: wall seconds of each rank
+    store_bytes: int = 0       # bytes handed to the store (uncompressed)
+    store_seconds: float = 0.0  # writer thread time spent writing them
+    recorder_device_bytes: int = 0  # device memory of the recording (rings, tracking)
+    rows_written: dict = field(default_factory=dict)  # samples written per stored array
+    render_afterwards: bool = False  # the video was rendered from the store after the run
+
+    @property
+    def recorded(self) -> torch.Tensor:
+        """Recorded joint angles [W, R, D], read from the store (small runs)."""
+        return self._store().recorded
+
+    @property
+    def targets(self) -> torch.Tensor:
+        """Targets [W, R, D] at the same steps, read from the store (small runs)."""
+        return self._store().targets
+
+    def _store(self):
+        if self.recording is None:
+            raise ValueError("this replay stored no recording: pass record='memory' or a path "
+                             "(flycuda replay --record out.zarr)")
+        return self.recording
 
     @property
     def render_images_per_s(self) -> float:
@@ -87,9 +114,14 @@ class ReplayResult:
         if rmse is not None and rmse.numel():
             lines.append(f"  tracking RMSE  {math.degrees(float(rmse.pow(2).mean().sqrt())):.2f} deg over "
                          f"{len(self.dof_names)} DOFs after {SETTLE_SECONDS * 1e3:.0f} ms{worst}")
+        if self.recording is not None or self.store_bytes:
+            rate = self.store_bytes / self.store_seconds / 2**20 if self.store_seconds > 0 else math.nan
+            lines.append(f"  recording      {self.store_bytes / 2**20:,.1f} MiB streamed to the store ({rate:,.0f} MiB/s "
+                         f"writer); {self.recorder_device_bytes / 2**20:,.1f} MiB of device chunks")
         if self.render_frames:
             t = self.split_seconds.get("render", 0.0)
-            lines.append(f"  render         {self.render_frames} frames x {self.render_tiles} worlds: "
+            how = " (afterwards, from the store)" if self.render_afterwards else ""
+            lines.append(f"  render{how}  {self.render_frames} frames x {self.render_tiles} worlds: "
                          f"{self.render_images_per_s:,.0f} images/s, {1e3 * t / self.render_frames:.1f} ms per frame")
         if self.out_dir:
             lines.append(f"  output folder  {self.out_dir}")
@@ -105,3 +137,43 @@ def tracking_rmse(recorded: torch.Tensor, targets: torch.Tensor, timestep: float
     R = recorded.shape[1]
     settle = min(int(math.ceil(SETTLE_SECONDS / (timestep * record_every))), R - 1)
     return (recorded[:, settle:] - targets[:, settle:]).pow(2).mean(dim=(0, 1)).sqrt()
+
+
+def rmse_from_sums(sq: torch.Tensor, count: int) -> torch.Tensor:
+    """float32 [D] RMSE from summed squared errors (float64 [D]) over ``count`` samples."""
+    return (sq.double() / max(int(count), 1)).sqrt().to(torch.float32)
+
+
+def peak_memory(dev: torch.device) -> str:
+    if dev.type == "cuda":
+        free, total = torch.cuda.mem_get_info(dev)
+        return (f"{(total - free) / 2**20:,.0f} MiB in use on the GPU at the end (all processes; torch peak "
+                f"{torch.cuda.max_memory_allocated(dev) / 2**20:,.1f} MiB)")
+    return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB max RSS (CPU)"
+
+
+def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wall: float, jit_seconds: float,
+                profile_summary: str, recording=None, writer=None) -> ReplayResult:
+    """The ReplayResult of a finished run (replay.py's ``_Run``); ``recording``: the
+    store's zarr group, if any."""
+    from .recording import Recording
+
+    if int(run.step[0]) != run.steps:  # the device counter must agree with the host's count
+        raise RuntimeError(f"flycuda replay: device step counter {int(run.step[0])} != {run.steps} steps run")
+    split = dict(split, render=renders.seconds)
+    sim, rec = run.sim, run.recorder
+    tracker = rec.tracker
+    sq = tracker.sq.cpu()
+    sel = getattr(renders.renderer, "worlds", None)
+    return ReplayResult(
+        worlds=sim.nworld, steps=run.steps, timestep=sim.timestep, device=str(run.dev),
+        graph=cuda_graph is not None, steps_per_graph=steps_per_graph if cuda_graph is not None else 1,
+        record_every=tracker.every, dof_names=run.motion.dof_names,
+        sim_seconds=run.steps * sim.timestep, wall_seconds=wall, jit_seconds=jit_seconds, split_seconds=split,
+        peak_memory=peak_memory(run.dev), rmse_per_dof=rmse_from_sums(sq, tracker.count),
+        profile_summary=profile_summary, render_frames=renders.frames,
+        render_tiles=int(sel.numel()) if isinstance(sel, torch.Tensor) else sim.nworld, interp=run.interp,
+        recording=Recording(recording) if recording is not None else None, track_sq=sq,
+        track_count=tracker.count, store_bytes=writer.bytes_written if writer else 0,
+        store_seconds=writer.seconds if writer else 0.0, recorder_device_bytes=rec.device_bytes(),
+        rows_written=dict(writer.rows) if writer else {})

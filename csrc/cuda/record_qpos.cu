@@ -1,4 +1,5 @@
-// flycuda: record_qpos — the CUDA launcher (kernel: csrc/kernels/record_qpos.cuh).
+// flycuda: the record family (record_qpos, record_chunk) — the CUDA launcher
+// (kernel and plan: csrc/kernels/record_qpos.cuh).
 #include "checks.h"
 #include "common.h"
 #include "cuda/launch.h"
@@ -12,37 +13,48 @@
 namespace flycuda {
 namespace {
 
+// Launches record_kernel with a checked plan on the current stream; `name`,
+// `cols_name` and `bound_name` name the op, its index argument and the bound
+// for the messages (values checked once per tensor version, never in capture).
+void launch_record(const char* name, const char* cols_name, const char* bound_name, const at::Tensor& src,
+                   const at::Tensor& cols, at::Tensor& out, const at::Tensor& step,
+                   const kernels::RecordPlan& p) {
+  const c10::cuda::CUDAGuard guard(out.device());
+  const cudaStream_t stream = cuda::stream_for_launch();
+  if (!cuda::capturing(stream)) {
+    check_index_values(name, cols_name, cols, p.N, bound_name, false);
+  }
+  if (p.threads() == 0 || p.limit == 0) return;
+  AT_DISPATCH_INDEX_TYPES(cols.scalar_type(), "record_cuda", [&] {
+    kernels::record_kernel<index_t><<<static_cast<unsigned int>(p.blocks()), kernels::kRecordThreads, 0, stream>>>(
+        src.data_ptr<float>(), cols.data_ptr<index_t>(), out.data_ptr<float>(), step.data_ptr<int64_t>(), p);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 void record_qpos_cuda(const at::Tensor& qpos,  // [W, nq]
                       const at::Tensor& adrs,  // [D]
                       at::Tensor& history,     // [W, R, D]
                       const at::Tensor& step,  // [1] or [2]
                       int64_t every) {
-  // Check shapes, dtypes, devices; guard the device; check adrs' values
-  // (once per tensor version, never during capture).
-  check_record_qpos(qpos, adrs, history, step, every, /*check_values=*/false);
-  const c10::cuda::CUDAGuard guard(history.device());
-  const cudaStream_t stream = cuda::stream_for_launch();
-  if (!cuda::capturing(stream)) {
-    check_index_values("record_qpos", "adrs", adrs, qpos.size(1), "nq = qpos.size(1)", false);
-  }
-  // Launch and check the launch.
-  const int64_t W = history.size(0), R = history.size(1), D = history.size(2);
-  const int64_t n = W * D;
-  if (n == 0 || R == 0) return;
-  const int64_t blocks = cdiv(n, kernels::kRecordQposThreads);
-  TORCH_CHECK(blocks <= INT32_MAX, "flycuda.record_qpos: W * D = ", n, " is too large");
-  AT_DISPATCH_INDEX_TYPES(adrs.scalar_type(), "record_qpos_cuda", [&] {
-    kernels::record_qpos_kernel<index_t>
-        <<<static_cast<unsigned int>(blocks), kernels::kRecordQposThreads, 0, stream>>>(
-            qpos.data_ptr<float>(), adrs.data_ptr<index_t>(), history.data_ptr<float>(),
-            step.data_ptr<int64_t>(), every, W, R, D, qpos.size(1), qpos.stride(0),
-            qpos.stride(1), history.stride(0), history.stride(1), history.stride(2));
-  });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const auto p = check_record_qpos(qpos, adrs, history, step, every, /*check_values=*/false);
+  launch_record("record_qpos", "adrs", "nq = qpos.size(1)", qpos, adrs, history, step, p);
+}
+
+void record_chunk_cuda(const at::Tensor& source,   // [W, N]
+                       const at::Tensor& columns,  // [D]
+                       at::Tensor& chunks,         // [B, W, C, D]
+                       const at::Tensor& step,     // [1] or [2]
+                       int64_t every) {
+  const auto p = check_record_chunk(source, columns, chunks, step, every, /*check_values=*/false);
+  launch_record("record_chunk", "columns", "N = source.size(1)", source, columns, chunks, step, p);
 }
 
 }  // namespace
 
-FLYCUDA_LIBRARY_IMPL(CUDA, m) { m.impl("record_qpos", &record_qpos_cuda); }
+FLYCUDA_LIBRARY_IMPL(CUDA, m) {
+  m.impl("record_qpos", &record_qpos_cuda);
+  m.impl("record_chunk", &record_chunk_cuda);
+}
 
 }  // namespace flycuda

@@ -18,7 +18,7 @@ import torch
 
 from . import grid
 
-__all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "sample_frames", "grid"]
+__all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk", "sample_frames", "grid"]
 
 
 def sample_frames(offsets: torch.Tensor, step: int, frames_per_step: float, T: int,
@@ -121,3 +121,19 @@ def record_qpos(qpos: torch.Tensor, adrs: torch.Tensor, history: torch.Tensor,
     if s < 0 or s % every != 0 or s // every >= R:
         return
     history[:, s // every, :] = qpos[:, adrs.long()]
+
+
+def record_chunk(source: torch.Tensor, columns: torch.Tensor, chunks: torch.Tensor,
+                 step: torch.Tensor, *, every: int = 1) -> None:
+    """Reference for ``flycuda.record_chunk`` (same contract, in place).
+
+    If ``s = step >= 0`` and ``s % every == 0``, with ``k = s // every`` and
+    chunks [B, W, C, D]: ``chunks[(k // C) % B, :, k % C, :] = source[:, columns]``;
+    otherwise nothing is written.
+    """
+    s = int(step[0])
+    if s < 0 or s % every != 0:
+        return
+    k = s // every
+    B, _, C, _ = chunks.shape
+    chunks[(k // C) % B, :, k % C, :] = source[:, columns.long()]

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 __all__ = ["dim3", "ThreadCtx", "launch", "cdiv", "motion_to_ctrl", "spline_to_ctrl",
-           "advance_step", "record_qpos"]
+           "advance_step", "record_qpos", "record_chunk"]
 
 
 @dataclass(frozen=True)
@@ -231,30 +231,54 @@ def advance_step(step: torch.Tensor, n: int = 1) -> None:
     launch(_advance_step_kernel, 1, 1, step, int(n))
 
 
-# --- record_qpos (csrc/kernels/record_qpos.cuh) -----------------------------------
+# --- record family (csrc/kernels/record_qpos.cuh) ---------------------------------
 
-def _record_qpos_kernel(ctx, qpos, adrs, history, step, every, W, R, D, nq):
-    s = int(step[0])
-    if s < 0 or s % every != 0 or s // every >= R:
-        return
+RECORD_THREADS = 256  # kRecordThreads
+
+
+def _record_base(s, every, limit, B, C):
+    """record_base: (slot, row) that step s records into, or None."""
+    if s < 0 or s % every != 0:
+        return None
     k = s // every
+    if k >= limit:
+        return None
+    return (k // C) % B, k % C
+
+
+def _record_kernel(ctx, src, cols, out, step, every, limit, W, D, N):
+    B, C = out.shape[0], out.shape[2]
+    base = _record_base(int(step[0]), every, limit, B, C)
+    if base is None:
+        return
     idx = ctx.blockIdx.x * ctx.blockDim.x + ctx.threadIdx.x
     if idx >= W * D:
         return
     w = idx // D
     d = idx - w * D
-    a = int(adrs[d])
-    if a < 0 or a >= nq:
+    a = int(cols[d])
+    if a < 0 or a >= N:
         return
-    history[w, k, d] = qpos[w, a]
+    out[base[0], w, base[1], d] = src[w, a]
+
+
+def _launch_record(src, cols, out, step, every, limit, threads):
+    """out: [B, W, C, D] (a view of the op's output)."""
+    _, W, _, D = out.shape
+    if W * D == 0 or limit == 0:
+        return
+    launch(_record_kernel, cdiv(W * D, threads), threads, src, cols, out, step, int(every), limit, W, D,
+           src.shape[1])
 
 
 def record_qpos(qpos: torch.Tensor, adrs: torch.Tensor, history: torch.Tensor,
-                step: torch.Tensor, *, every: int = 1, threads: int = 256) -> None:
-    """Grid emulation of ``record_qpos_kernel`` (one thread per (w, d))."""
-    W, R, D = history.shape
-    n = W * D
-    if n == 0 or R == 0:
-        return
-    launch(_record_qpos_kernel, cdiv(n, threads), threads, qpos, adrs, history, step,
-           int(every), W, R, D, qpos.shape[1])
+                step: torch.Tensor, *, every: int = 1, threads: int = RECORD_THREADS) -> None:
+    """Grid emulation of ``record_kernel`` for record_qpos (one thread per (w, d);
+    B = 1, C = R, limit = R)."""
+    _launch_record(qpos, adrs, history.unsqueeze(0), step, every, history.shape[1], threads)
+
+
+def record_chunk(source: torch.Tensor, columns: torch.Tensor, chunks: torch.Tensor,
+                 step: torch.Tensor, *, every: int = 1, threads: int = RECORD_THREADS) -> None:
+    """Grid emulation of ``record_kernel`` for record_chunk (a ring of B chunks of C rows)."""
+    _launch_record(source, columns, chunks, step, every, float("inf"), threads)

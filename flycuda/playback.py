@@ -1,0 +1,144 @@
+"""Render afterwards: re-pose recorded worlds from their stored qpos and draw them.
+
+    flycuda render out.zarr --worlds 0:16 --camera NAME --out video.mp4 [--speed S]
+
+or :func:`render_recording`. A small Sim of the recorded model (one world per
+selected world) is posed from each stored qpos sample (forward kinematics only:
+:meth:`flycuda.bridge.Sim.kinematics`) and drawn with flycuda's tile renderer
+into one mosaic per sample. The qpos samples are read from the store chunk by
+chunk, so memory does not grow with the recording's length.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .recording import Recording, RecordingError
+
+__all__ = ["render_recording", "PlaybackResult", "parse_worlds"]
+
+
+@dataclass
+class PlaybackResult:
+    frames: int = 0
+    worlds: int = 0
+    seconds: float = 0.0        # render time (kinematics + ray casting + mosaic)
+    outputs: list = field(default_factory=list)
+
+    @property
+    def images_per_s(self) -> float:
+        return self.frames * self.worlds / self.seconds if self.seconds > 0 else math.nan
+
+
+def parse_worlds(spec, total: int) -> list[int]:
+    """World indices from "0:16", "3", "1,4,9", a slice, a range or a list; checked."""
+    if isinstance(spec, str):
+        if ":" in spec:
+            parts = [int(p) if p.strip() else None for p in spec.split(":")]
+            spec = slice(*parts)
+        else:
+            spec = [int(p) for p in spec.split(",") if p.strip()]
+    ids = list(range(total))[spec] if isinstance(spec, slice) else [int(i) for i in spec]
+    bad = [i for i in ids if not 0 <= i < total]
+    if not ids or bad:
+        raise RecordingError(f"worlds must select from 0..{total - 1} (the recording has {total}), "
+                             f"got {bad or 'none'}")
+    return ids
+
+
+def _open(source) -> Recording:
+    rec = source if isinstance(source, Recording) else Recording.open(source)
+    if "qpos" not in rec.names:
+        raise RecordingError("the recording has no qpos to re-pose the worlds from; record it with "
+                             "--observe qpos@30hz (replay(observe=[..., 'qpos@30hz']))")
+    return rec
+
+
+def render_recording(source, out: str | None = None, *, worlds="0:16", camera: str | None = None,
+                     size=(160, 120), speed: float = 1.0, png: str | None = None, sim=None,
+                     device: str | None = None, progress: bool = True, max_frames: int | None = None,
+                     frame_callback=None) -> PlaybackResult:
+    """Renders the stored qpos of ``worlds`` as a mosaic video.
+
+    Args:
+        source: a recording (path or :class:`Recording`) with a ``qpos`` array.
+        out: the video to write (.mp4/.gif), or None.
+        worlds: which worlds ("0:16", "1,5", a list or slice).
+        camera: a camera of the model (default: the one the replay used).
+        size: (width, height) of each world's tile.
+        speed: playback speed (1.0: real time; the video has one frame per sample).
+        png: also write the last frame as PNG.
+        sim: worlds to pose (``len(worlds)`` of the recorded model); built from the
+            recording's model name when None.
+        frame_callback: called with each mosaic (uint8 [H, W, 3] tensor).
+
+    Samples not written (an incomplete recording's NaN rows) end the video there.
+    """
+    from .render import FrameWriter, TileRenderer
+    from .scenario import build_worlds
+
+    rec = _open(source)
+    info, qpos = rec.info, rec["qpos"]
+    ids = parse_worlds(worlds, qpos.shape[0])
+    if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
+        raise RecordingError(f"speed must be > 0, got {speed!r}")
+    if sim is None:
+        built = build_worlds(info.get("model"), len(ids), device)
+        sim, camera = built.sim, camera or info.get("camera") or built.camera
+    camera = camera or info.get("camera") or "track"
+    if sim.nworld != len(ids) or sim.mjm.nq != qpos.shape[2]:
+        raise RecordingError(f"sim ({sim.nworld} worlds, nq={sim.mjm.nq}) does not fit the recording's qpos "
+                             f"({len(ids)} worlds selected, nq={qpos.shape[2]})")
+    fps = speed / (rec.every("qpos") * float(info["timestep"]))
+    renderer = TileRenderer(sim, camera=camera, width=size[0], height=size[1], mosaic=True)
+    writer = FrameWriter(video=out, png=png, fps=fps) if (out or png) else None
+    result = PlaybackResult(worlds=len(ids))
+    view = sim.view("qpos")
+    rows = qpos.shape[1] if max_frames is None else min(qpos.shape[1], max_frames)
+    step = max(1, qpos.chunks[1])
+    bar = _bar(progress, rows)
+    for k0 in range(0, rows, step):
+        block = np.asarray(qpos.get_orthogonal_selection((ids, slice(k0, min(k0 + step, rows)), slice(None))))
+        if not _render_block(block, view, sim, renderer, writer, result, frame_callback, bar):
+            break
+    if bar is not None:
+        bar.close()
+    if writer is not None:
+        result.outputs += writer.close()
+    return result
+
+
+def _render_block(block, view, sim, renderer, writer, result, frame_callback, bar) -> bool:
+    """Renders samples [S, r, nq]; False at the first sample not written (NaN)."""
+    for j in range(block.shape[1]):
+        sample = torch.from_numpy(np.ascontiguousarray(block[:, j]))
+        if torch.isnan(sample).any():
+            return False
+        t0 = time.perf_counter()
+        view.copy_(sample.to(view.device))
+        sim.kinematics()
+        frame = renderer.render_mosaic()
+        if sim.device.type == "cuda":
+            torch.cuda.synchronize(sim.device)
+        result.seconds += time.perf_counter() - t0
+        result.frames += 1
+        if writer is not None:
+            writer.add(frame)
+        if frame_callback is not None:
+            frame_callback(frame)
+        if bar is not None:
+            bar.update(1)
+    return True
+
+
+def _bar(progress: bool, total: int):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="frame", desc="render afterwards", leave=False)

@@ -1,0 +1,249 @@
+"""The recording stage of a replay: observables streamed out in fixed memory.
+
+Every observable (:mod:`flycuda.observables`) has a ring of ``ring`` chunks of C
+samples on the device, ``[ring, W, C, D]``, which :func:`flycuda.record_chunk`
+fills inside the (captured) step at the device step counter. When a chunk is
+full the host, between graph launches, queues on a side stream: wait for an
+event recorded after the producing steps, copy the chunk into a pinned host
+buffer (non-blocking), run the tracking error on it, record a "copied" event.
+A writer thread waits for that event and appends the chunk to the store. The
+simulation stream never synchronizes: before it writes a ring slot again it
+waits (on the device) for the copy of that slot's previous chunk, and the host
+blocks only when the writer falls ``ring`` chunks behind (backpressure). On the
+CPU the same code runs with plain copies instead of streams and events.
+
+Memory: per observable ``2 x ring x W x C x D x 4`` bytes (device ring + host
+buffers), with C chosen so one chunk is about ``chunk_bytes``. Nothing grows
+with the number of steps. The tracking error is accumulated on the device,
+chunk by chunk, against targets recomputed by the very op that wrote the
+controls (same inputs, same counter values: bit-identical to what was applied).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+from . import ops
+from .observables import Observable
+
+__all__ = ["Recorder", "Tracker", "rows_per_chunk", "CHUNK_BYTES", "RING"]
+
+CHUNK_BYTES = 16 * 2**20  # target bytes of one chunk (device and host alike)
+RING = 2                  # chunks per observable on the device: one fills, one is copied out
+
+
+def rows_per_chunk(worlds: int, width: int, rows: int, chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1) -> int:
+    """C: samples per chunk so that [worlds, C, width] float32 is about ``chunk_bytes``
+    (at least ``min_rows``, at most the run's ``rows``)."""
+    per_row = max(1, worlds * width * 4)
+    return max(1, min(rows, max(min_rows, chunk_bytes // per_row)))
+
+
+@dataclass
+class _Stream:
+    """One observable's ring on the device, its host buffers and its progress."""
+
+    obs: Observable
+    rows: int                     # samples over the whole run
+    C: int                        # samples per chunk
+    ring: torch.Tensor            # [RING, W, C, D] on the device
+    host: list                    # RING x [W, C, D] (pinned on CUDA), or [] without a store
+    free: list                    # RING x threading.Semaphore(1): host buffer free for the next copy
+    copied: list                  # RING x CUDA event of the last copy out of each slot (or None)
+    flushed: int = 0              # chunks handed out so far
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.rows // self.C)
+
+    def last_row(self, c: int) -> int:
+        return min((c + 1) * self.C, self.rows) - 1
+
+
+class Tracker:
+    """Per-DOF tracking error on the device: the sum over worlds and samples after
+    ``settle_row`` of (angle - target)^2 in float64, and the count of samples.
+
+    ``targets(out, counter, advance)`` is the replay's targets op writing [W, D];
+    it is called at the counter values of the chunk's samples (advance ``every``)."""
+
+    def __init__(self, targets, worlds: int, dofs: int, rows_chunk: int, every: int, settle_row: int,
+                 device: torch.device, keep: bool):
+        self.targets, self.every, self.settle_row = targets, every, settle_row
+        self.counter = ops.new_step_counter(device)
+        self.buf = torch.full((worlds, rows_chunk, dofs), math.nan, device=device)  # one chunk of targets
+        self.sq = torch.zeros(dofs, dtype=torch.float64, device=device)
+        self.count = 0
+        self.keep = keep  # also hand the targets to the store
+
+    def chunk(self, angles: torch.Tensor, k0: int, n: int) -> torch.Tensor:
+        """Targets of samples k0 .. k0+n-1 into ``self.buf`` and their error against
+        ``angles`` ([W, >= n, D]) into the sums; returns the targets [W, n, D]."""
+        self.counter[:1].fill_(k0 * self.every)
+        for j in range(n):
+            self.targets(self.buf[:, j], self.counter, self.every)
+        lo = min(max(self.settle_row - k0, 0), n)
+        if lo < n:
+            diff = angles[:, lo:n].double() - self.buf[:, lo:n].double()
+            self.sq += diff.square().sum(dim=(0, 1))
+            self.count += diff.shape[0] * diff.shape[1]
+        return self.buf[:, :n]
+
+
+class Recorder:
+    """Records ``observables`` over ``steps`` steps into device rings and, with
+    ``store``, streams full chunks to the writer given to :meth:`attach` (a
+    :class:`flycuda.store.Writer`). Without a store only the tracker (see
+    :meth:`add_tracker`) sees the chunks of ``track``, the angles observable.
+
+    Call :meth:`record` inside every step, :meth:`flush_ready` after every launch
+    (outside any capture), :meth:`finish` at the end. ``min_rows``: steps per graph
+    launch, so that one launch never passes a whole chunk."""
+
+    def __init__(self, observables: list[Observable], steps: int, device: torch.device, *, store: bool = False,
+                 chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1, track: str | None = None):
+        self.device, self.steps, self.store = device, steps, store
+        self.writer, self.world_offset = None, 0
+        self.on_cuda = device.type == "cuda"
+        self.copy_stream = torch.cuda.Stream(device=device) if self.on_cuda else None
+        self.tracker: Tracker | None = None
+        self.track = track
+        self._target_host: list = []
+        self._target_free: list = []
+        self.streams = [self._stream(o, steps, chunk_bytes, min_rows) for o in observables]
+
+    def _stream(self, obs: Observable, steps: int, chunk_bytes: int, min_rows: int) -> _Stream:
+        W, D = obs.source.shape[0], obs.width
+        rows = obs.rows(steps)
+        C = rows_per_chunk(W, D, rows, chunk_bytes, -(-min_rows // obs.every))
+        ring = torch.full((RING, W, C, D), math.nan, device=self.device)
+        host = [self._host_buffer(W, C, D) for _ in range(RING)] if self.store else []
+        return _Stream(obs, rows, C, ring, host, [threading.Semaphore(1) for _ in range(RING)], [None] * RING)
+
+    def _host_buffer(self, W: int, C: int, D: int) -> torch.Tensor:
+        return torch.full((W, C, D), math.nan, pin_memory=self.on_cuda)
+
+    def attach(self, writer, world_offset: int = 0) -> None:
+        """The store's writer; this process's worlds start at ``world_offset`` there."""
+        if not self.store:
+            raise ValueError("this Recorder was made without store=True")
+        self.writer, self.world_offset = writer, world_offset
+
+    def add_tracker(self, targets, settle_row: int) -> Tracker:
+        """Tracks the ``track`` observable against ``targets`` (see :class:`Tracker`);
+        with a store, the targets are stored too (array "targets")."""
+        st = self.stream(self.track)
+        W, C, D = st.ring.shape[1], st.C, st.ring.shape[3]
+        self.tracker = Tracker(targets, W, D, C, st.obs.every, settle_row, self.device, keep=self.store)
+        if self.store:
+            self._target_host = [self._host_buffer(W, C, D) for _ in range(RING)]
+            self._target_free = [threading.Semaphore(1) for _ in range(RING)]
+        return self.tracker
+
+    def stream(self, name: str) -> _Stream:
+        for st in self.streams:
+            if st.obs.name == name:
+                return st
+        raise KeyError(name)
+
+    # -- inside the step ---------------------------------------------------------------
+    def record(self, step: torch.Tensor) -> None:
+        """Every observable's sample at the device counter (capturable)."""
+        for st in self.streams:
+            ops.record_chunk(st.obs.source, st.obs.columns, st.ring, step, every=st.obs.every)
+
+    # -- between launches -------------------------------------------------------------
+    def safe_until(self) -> int:
+        """The most steps that may have run before the next :meth:`flush_ready`: no
+        ring slot is written again before its previous chunk has been queued out."""
+        return min(((st.flushed + RING) * st.C * st.obs.every - 1 for st in self.streams), default=self.steps)
+
+    def flush_ready(self, done: int) -> None:
+        """Queues out every chunk whose last sample is recorded after ``done`` steps."""
+        for st in self.streams:
+            while st.flushed < st.chunks and st.last_row(st.flushed) * st.obs.every <= done:
+                self._flush(st, st.flushed)
+                st.flushed += 1
+
+    def finish(self) -> dict:
+        """Queues the last (partial) chunks; returns samples queued per observable.
+        Later work on the simulation stream is ordered after every copy out."""
+        self.flush_ready(self.steps)
+        if self.on_cuda:
+            torch.cuda.current_stream(self.device).wait_stream(self.copy_stream)
+        return self.rows_written()
+
+    def rows_written(self) -> dict:
+        out = {st.obs.name: min(st.flushed * st.C, st.rows) for st in self.streams}
+        if self.tracker is not None and self.tracker.keep and self.writer is not None:
+            out["targets"] = out[self.track]
+        return out
+
+    def _flush(self, st: _Stream, c: int) -> None:
+        slot, k0 = c % RING, c * st.C
+        n = st.last_row(c) + 1 - k0
+        tracked = self.tracker is not None and st.obs.name == self.track
+        if self.writer is None and not tracked:
+            return
+        if not self.on_cuda:
+            self._flush_cpu(st, slot, k0, n, tracked)
+            return
+        sim = torch.cuda.current_stream(self.device)
+        filled = torch.cuda.Event()
+        filled.record(sim)
+        if st.host:
+            st.free[slot].acquire()  # blocks only when the writer is RING chunks behind
+        with torch.cuda.stream(self.copy_stream):
+            self.copy_stream.wait_event(filled)
+            if st.host:
+                st.host[slot][:, :n].copy_(st.ring[slot, :, :n], non_blocking=True)
+            targets = self.tracker.chunk(st.ring[slot], k0, n) if tracked else None
+            if targets is not None and self._keeps_targets():
+                self._target_free[slot].acquire()
+                self._target_host[slot][:, :n].copy_(targets, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(self.copy_stream)
+        st.copied[slot] = copied
+        nxt = st.copied[(c + 1) % RING]
+        if nxt is not None:  # the slot the next chunk fills: its last copy must be done
+            sim.wait_event(nxt)
+        self._queue(st, slot, k0, n, copied.synchronize, targets is not None)
+
+    def _flush_cpu(self, st: _Stream, slot: int, k0: int, n: int, tracked: bool) -> None:
+        if st.host:
+            st.free[slot].acquire()
+            st.host[slot][:, :n].copy_(st.ring[slot, :, :n])
+        targets = self.tracker.chunk(st.ring[slot], k0, n) if tracked else None
+        if targets is not None and self._keeps_targets():
+            self._target_free[slot].acquire()
+            self._target_host[slot][:, :n].copy_(targets)
+        self._queue(st, slot, k0, n, None, targets is not None)
+
+    def _keeps_targets(self) -> bool:
+        return self.writer is not None and self.tracker is not None and self.tracker.keep
+
+    def _queue(self, st: _Stream, slot: int, k0: int, n: int, wait, with_targets: bool) -> None:
+        if self.writer is None:
+            return
+        w0 = self.world_offset
+        self.writer.put(st.obs.name, w0, k0, lambda: st.host[slot][:, :n].numpy(), wait=wait,
+                        done=st.free[slot].release)
+        if with_targets and self._keeps_targets():
+            self.writer.put("targets", w0, k0, lambda: self._target_host[slot][:, :n].numpy(),
+                            done=self._target_free[slot].release)
+
+    def device_bytes(self) -> int:
+        """Bytes of device memory the recording holds (rings, tracking buffers)."""
+        n = sum(st.ring.numel() * 4 for st in self.streams)
+        if self.tracker is not None:
+            n += self.tracker.buf.numel() * 4 + self.tracker.sq.numel() * 8 + self.tracker.counter.numel() * 8
+        return n
+
+    def host_bytes(self) -> int:
+        """Bytes of (pinned) host buffers."""
+        n = sum(sum(h.numel() * 4 for h in st.host) for st in self.streams)
+        return n + sum(h.numel() * 4 for h in self._target_host)
