@@ -80,6 +80,7 @@ class Observable:
     columns: torch.Tensor
     column_names: list[str]
     every: int
+    spec: str = ""  # what was asked for, with its rate in steps (e.g. "body_pos:c_thorax@333")
 
     @property
     def width(self) -> int:
@@ -206,7 +207,8 @@ def resolve(sim, specs, *, dof_names=(), adrs: torch.Tensor | None = None, defau
             raise ObservableError(f"observable {spec} has no columns in this model")
         source = sim.view(field)
         source = source.view(source.shape[0], -1)  # [W, nbody, 3] -> [W, nbody * 3], never a copy
+        every = _every(spec, default_every, sim.timestep)
         out.append(Observable(spec.kind, field, source,
-                              torch.tensor(cols, dtype=torch.int32, device=source.device), labels,
-                              _every(spec, default_every, sim.timestep)))
+                              torch.tensor(cols, dtype=torch.int32, device=source.device), labels, every,
+                              str(Spec(spec.kind, spec.names, every))))
     return out

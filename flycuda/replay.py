@@ -188,8 +188,8 @@ def _open_store(target: Target | None, run: "_Run", mode: str, interp: str):
     if group is None and target.create:
         W = target.worlds_total or sim.nworld
         wc = target.world_chunk or W
-        arrays = [zstore.ArraySpec(st.obs.name, W, st.rows, st.obs.column_names, st.obs.every, wc, st.C)
-                  for st in rec.streams]
+        arrays = [zstore.ArraySpec(st.obs.name, W, st.rows, st.obs.column_names, st.obs.every, wc, st.C,
+                                   st.obs.spec) for st in rec.streams]
         ang = rec.stream("angles")
         arrays.insert(1, zstore.ArraySpec("targets", W, ang.rows, ang.obs.column_names, ang.obs.every, wc, ang.C))
         facts = dict(timestep=sim.timestep, worlds=W, steps=run.steps, mode=mode, interp=interp,

@@ -52,6 +52,7 @@ class ArraySpec:
     every: int
     world_chunk: int
     rows_chunk: int
+    observable: str = ""  # the spec it was recorded from (flycuda.observables)
 
 
 def _zarr():
@@ -119,7 +120,7 @@ def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = Fa
                 chunks=(a.world_chunk, a.rows_chunk, max(1, len(a.columns))),
                 dimension_names=("world", "time", "column"),
                 attributes={"columns": list(a.columns), "every": a.every, "timestep": attrs.get("timestep"),
-                            "rows_written": 0})
+                            "observable": a.observable, "rows_written": 0})
         group.attrs["flycuda"] = {
             "format": FORMAT, **attrs, "versions": versions(), "command": list(sys.argv),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

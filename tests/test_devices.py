@@ -75,7 +75,7 @@ def test_replay_on_second_gpu():
         pytest.skip("needs two GPUs")
     from flycuda.replay import replay
 
-    res = replay(worlds=2, duration=0.002, device="cuda:1", progress=False)
+    res = replay(worlds=2, duration=0.002, device="cuda:1", progress=False, record="memory")
     assert res.device == "cuda:1" and res.recorded.isfinite().all()
 
 

@@ -60,10 +60,10 @@ MOTION_CASES = [
 RECORD_CASES = [
     ("history float64", {"history": lambda a: a["history"].double()}, {}, RuntimeError, r"'history' must have dtype Float, got Double"),
     ("history 2-D", {"history": lambda a: a["history"][:, 0]}, {}, RuntimeError, r"'history' must be a 3-D tensor, got 2-D"),
-    ("qpos worlds", {"qpos": lambda a: a["qpos"][:3]}, {}, RuntimeError, r"'qpos' must have size 4 in dim 0, got shape \[3, 8\]"),
+    ("qpos worlds", {"qpos": lambda a: a["qpos"][:3]}, {}, RuntimeError, r"'qpos' must have size 4 \(worlds\) in dim 0, got shape \[3, 8\]"),
     ("qpos int", {"qpos": lambda a: a["qpos"].int()}, {}, RuntimeError, r"'qpos' must have dtype Float, got Int"),
     ("adrs out of range", {"adrs": lambda a: torch.tensor([7, 8, 1], device=a["history"].device)}, {}, RuntimeError, r"'adrs' must hold indices in \[0, 8\) .*got adrs\[1\] = 8"),
-    ("adrs wrong length", {"adrs": lambda a: a["adrs"][:1]}, {}, RuntimeError, r"'adrs' must have size 3 in dim 0, got shape \[1\]"),
+    ("adrs wrong length", {"adrs": lambda a: a["adrs"][:1]}, {}, RuntimeError, r"'adrs' must have shape \[3\], got \[1\]"),
     ("step 0-D", {"step": lambda a: a["step"][0]}, {}, RuntimeError, r"'step' must be a contiguous int64 step counter of shape \[1\] or \[2\] .*, got Long of shape \[\]"),
     ("every 0", {}, {"every": 0}, ValueError, r"'every' must be >= 1, got 0"),
 ]

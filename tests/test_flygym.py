@@ -101,7 +101,7 @@ def _flycuda_run(motion_of, interp: str, **kw):
     setup = _warmed_up_setup()
     motion = motion_of(setup)
     res = replay(motion=motion, worlds=W, duration=STEPS * setup.sim.timestep, sim=setup.sim,
-                                act_ids=setup.act_ids, keep_state=True, interp=interp, progress=False, **kw)
+                                act_ids=setup.act_ids, keep_state=True, interp=interp, progress=False, record="memory", **kw)
     assert res.steps == STEPS
     return res
 
@@ -183,7 +183,7 @@ def test_neuromechfly_render_matches_mujoco_warp(model):
     setup = fg.Setup(model, 2, device="cpu")
     motion = fg.spotlight(setup.fly)
     replay(motion=motion, worlds=2, duration=0.003, sim=setup.sim, act_ids=setup.act_ids,
-                          interp="cubic", offsets=[0.0, 1.0], progress=False)
+                          interp="cubic", offsets=[0.0, 1.0], progress=False, record="memory")
     sim, cam, Wd, H = setup.sim, setup.camera, 64, 48
     tr = _render(sim, cam, Wd, H)
     with wp.ScopedDevice("cpu"):
@@ -271,9 +271,9 @@ def test_wrong_dof_names_and_mismatched_timestep():
     with pytest.raises(BridgeError, match=r"1 of 2 motion DOFs match no actuator or actuated joint: lf_wing-yaw"):
         setup.sim.actuator_ids(bad.dof_names)
     with pytest.raises(BridgeError, match=r"1 of 2 motion DOFs match no actuator"):
-        replay(motion=bad, worlds=1, sim=setup.sim, progress=False)
+        replay(motion=bad, worlds=1, sim=setup.sim, progress=False, record="memory")
     with pytest.raises(ReplayError, match=r"act_ids must have shape \[2\]"):
-        replay(motion=bad, worlds=1, sim=setup.sim, act_ids=setup.act_ids, progress=False)
+        replay(motion=bad, worlds=1, sim=setup.sim, act_ids=setup.act_ids, progress=False, record="memory")
     buf = fg.tutorial_buffer(setup.fly, 1, 10, timestep=2e-4)
     with pytest.raises(fg.FlyGymError, match=r"one target per 0.0002 s step but the simulation steps 0.0001 s"):
         fg.buffer_motion(buf, setup.fly, setup.sim, timestep=2e-4)

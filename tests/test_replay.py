@@ -26,7 +26,7 @@ MAX_ERR_BOUND_DEG = 8.0
 def result():
     from flycuda.replay import replay
 
-    return replay(worlds=2, duration=STEPS * DT, snippet=None, progress=False, device="cpu")
+    return replay(worlds=2, duration=STEPS * DT, snippet=None, progress=False, record="memory", device="cpu")
 
 
 def test_api_replay_tracks_targets(result):
@@ -47,7 +47,7 @@ def test_api_replay_tracks_targets(result):
 def test_two_runs_are_identical(result):
     from flycuda.replay import replay
 
-    again = replay(worlds=2, duration=STEPS * DT, progress=False, device="cpu")
+    again = replay(worlds=2, duration=STEPS * DT, progress=False, record="memory", device="cpu")
     assert torch.equal(again.recorded, result.recorded)  # MuJoCo Warp on the CPU is deterministic
 
 
@@ -64,8 +64,8 @@ GPU_MATCH_DEG = 0.5
 def test_gpu_runs_agree_within_tolerance(result):
     from flycuda.replay import replay
 
-    a = replay(worlds=2, duration=STEPS * DT, progress=False, device="cuda")
-    b = replay(worlds=2, duration=STEPS * DT, progress=False, device="cuda")
+    a = replay(worlds=2, duration=STEPS * DT, progress=False, record="memory", device="cuda")
+    b = replay(worlds=2, duration=STEPS * DT, progress=False, record="memory", device="cuda")
     assert a.device.startswith("cuda") and a.graph
     for run in (b.recorded, result.recorded):
         assert torch.rad2deg((a.recorded - run).abs()).max() < GPU_MATCH_DEG
@@ -79,7 +79,7 @@ def test_snippets_give_each_world_its_own_start():
     motion = tripod_gait(2.0)
     offs = snippet_offsets(motion, 3, 0.1)
     assert offs[0] == 0 and offs[-1] == round(660 - 0.1 * 330) and torch.all(offs.diff() > 0)
-    res = replay(motion=motion, worlds=3, snippet=0.1, duration=20 * DT, progress=False, device="cpu")
+    res = replay(motion=motion, worlds=3, snippet=0.1, duration=20 * DT, progress=False, record="memory", device="cpu")
     assert not torch.equal(res.targets[0], res.targets[1])
     assert not torch.equal(res.recorded[0], res.recorded[2])
 
@@ -94,8 +94,8 @@ def test_pre_expanded_buffer_equals_recording():
     n = 30
     idx = offsets.long()[:, None] + torch.arange(n + 1)[None, :]
     expanded = Motion(rec.angles[idx], rec.fps, rec.dof_names)  # [2, n+1, 42]
-    a = replay(motion=rec, worlds=2, offsets=offsets, duration=n * DT, progress=False, device="cpu")
-    b = replay(motion=expanded, worlds=2, duration=n * DT, progress=False, device="cpu")
+    a = replay(motion=rec, worlds=2, offsets=offsets, duration=n * DT, progress=False, record="memory", device="cpu")
+    b = replay(motion=expanded, worlds=2, duration=n * DT, progress=False, record="memory", device="cpu")
     assert torch.equal(a.recorded, b.recorded)
 
 
@@ -116,7 +116,7 @@ def test_wrapped_external_mjw_data_and_zero_copy_views():
         assert t.data_ptr() == getattr(d, f).ptr, f  # zero-copy
         assert t.shape[0] == 2
     assert sim.view("geom_xmat").shape[-2:] == (3, 3)
-    res = replay(sim=sim, worlds=2, duration=10 * DT, progress=False)
+    res = replay(sim=sim, worlds=2, duration=10 * DT, progress=False, record="memory")
     assert torch.equal(wp.to_torch(d.qpos)[:, sim.qpos_adrs(sim.actuator_ids(res.dof_names)).long()],
                        res.recorded[:, -1])
     assert float(wp.to_torch(d.time)[0]) == pytest.approx(10 * DT)
@@ -230,8 +230,8 @@ def test_cubic_replay_targets_are_the_spline():
     from flycuda.spline import spline_coeffs
 
     motion = tripod_gait(0.3)
-    lin = replay(motion=motion, worlds=2, snippet=0.1, duration=40 * DT, progress=False, device="cpu")
-    cub = replay(motion=motion, worlds=2, snippet=0.1, duration=40 * DT, progress=False, device="cpu",
+    lin = replay(motion=motion, worlds=2, snippet=0.1, duration=40 * DT, progress=False, record="memory", device="cpu")
+    cub = replay(motion=motion, worlds=2, snippet=0.1, duration=40 * DT, progress=False, record="memory", device="cpu",
                  interp="cubic")
     assert not torch.equal(lin.targets, cub.targets) and cub.interp == "cubic"
     coeffs = spline_coeffs(motion.angles)[0].numpy()  # [T, 4, D]
@@ -253,20 +253,20 @@ def test_warmup_and_keep_state():
 
     motion = tripod_gait(0.3)
     sim = Sim.build(None, 2, device="cpu")
-    res = replay(motion=motion, worlds=2, sim=sim, duration=5 * DT, warmup=10 * DT, progress=False)
+    res = replay(motion=motion, worlds=2, sim=sim, duration=5 * DT, warmup=10 * DT, progress=False, record="memory")
     assert res.steps == 5
     assert float(sim.view("time")[0]) == pytest.approx(15 * DT)  # 10 warm-up steps + 5
     q = sim.view("qpos").clone()
-    res2 = replay(motion=motion, worlds=2, sim=sim, duration=3 * DT, keep_state=True, progress=False)
+    res2 = replay(motion=motion, worlds=2, sim=sim, duration=3 * DT, keep_state=True, progress=False, record="memory")
     adrs = sim.qpos_adrs(sim.actuator_ids(motion.dof_names)).long()
     assert torch.equal(res2.recorded[:, 0], q[:, adrs])  # row 0 is the state it was given
     for bad in (-1.0, float("nan"), True):
         with pytest.raises(ReplayError, match="warmup must be >= 0 seconds"):
-            replay(motion=motion, worlds=2, sim=sim, warmup=bad, progress=False)
+            replay(motion=motion, worlds=2, sim=sim, warmup=bad, progress=False, record="memory")
     with pytest.raises(ReplayError, match="interp must be 'linear' or 'cubic', got 'spline'"):
-        replay(motion=motion, worlds=2, sim=sim, interp="spline", progress=False)
+        replay(motion=motion, worlds=2, sim=sim, interp="spline", progress=False, record="memory")
     with pytest.raises(ReplayError, match=r"act_ids must have shape \[42\]"):
-        replay(motion=motion, worlds=2, sim=sim, act_ids=[0, 1], progress=False)
+        replay(motion=motion, worlds=2, sim=sim, act_ids=[0, 1], progress=False, record="memory")
 
 
 def test_cli_interp_and_warmup(tmp_path, capsys):
