@@ -159,7 +159,7 @@ class Sim:
             t = wp.to_torch(arr)
             if field.endswith("xmat") and t.shape[-1] != 3:  # mat33 -> [.., 3, 3]
                 t = t.view(*t.shape[:-1], 3, 3)
-            if t.data_ptr() != arr.ptr:  # pragma: no cover - guards Warp behaviour changes
+            if t.numel() and t.data_ptr() != arr.ptr:  # pragma: no cover - guards Warp behaviour changes
                 raise BridgeError(f"wp.to_torch copied data.{field}; a zero-copy view was expected")
             self._views[field] = t
         return self._views[field]

@@ -338,6 +338,7 @@ def _run_distributed(args, info) -> int:
             payload = ("error", why, None)
         parts = distributed.exchange(payload)
         errors = [p[1] for p in parts if p[0] == "error"]
+        errors.sort(key=lambda e: "another rank failed" in e)  # the cause first, its echoes after
         if errors:
             if info.rank == 0:
                 distributed.mark_failed(args.record, errors[0])

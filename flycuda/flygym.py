@@ -30,7 +30,7 @@ from .motion import Motion
 __all__ = ["FlyGymError", "available", "require", "neuromechfly", "gpu_simulation", "wrap", "dof_names",
            "actuator_ids", "spotlight", "flygym_targets", "tutorial_buffer", "tutorial_offsets",
            "buffer_motion", "Setup", "MODELS", "SPOTLIGHT_FPS", "TIMESTEP",
-           "MIN_PYTHON"]
+           "MIN_PYTHON", "to_trajectories", "from_trajectories"]
 
 MIN_PYTHON = (3, 12)
 TIMESTEP = 1e-4       # FlyGym's GPU tutorial and benchmark
@@ -282,3 +282,65 @@ class Setup:
         wp, _ = _import_warp()
         with wp.ScopedDevice(self.sim.wp_device):
             self.gpu_sim.set_leg_adhesion_states(self.fly.name, np.ones((worlds, 6), dtype=np.float32))
+
+
+# --- recordings: FlyGym's RecordedTrajectory <-> flycuda's store ------------------------
+
+def to_trajectories(recording, worlds=None, *, playback_speed: float = 1.0):
+    """FlyGym ``RecordedTrajectory`` s (one per world) from a flycuda recording's qpos,
+    so FlyGym's ``render_trajectories`` / ``render_trajectories_gpu`` render it.
+
+    ``worlds``: indices (default all); ``playback_speed``: FlyGym's (the video shows
+    ``playback_speed`` simulated seconds per second at one frame per sample)."""
+    require()
+    from flygym.recording import RecordedTrajectory
+
+    from .playback import parse_worlds
+    from .recording import Recording
+
+    rec = recording if isinstance(recording, Recording) else Recording.open(recording)
+    if "qpos" not in rec.names:
+        raise FlyGymError("the recording has no qpos (record it with --observe qpos@30hz)")
+    qpos = rec["qpos"]
+    ids = parse_worlds(slice(None) if worlds is None else worlds, qpos.shape[0])
+    interval = rec.every("qpos") * float(rec.info["timestep"])
+    fps = playback_speed / interval
+    if abs(fps - round(fps)) > 1e-6 * fps:
+        raise FlyGymError(f"FlyGym's output_fps is an integer: qpos sampled every {interval:g} s at playback speed "
+                          f"{playback_speed:g} gives {fps:g} frames per second")
+    times = rec.times("qpos")
+    return [RecordedTrajectory(time=times, qpos=np.asarray(qpos[w]), output_fps=int(round(fps)),
+                               playback_speed=float(playback_speed), world_id=int(w)) for w in ids]
+
+
+def from_trajectories(trajectories, store, mj_model, *, timestep: float, model: str = "neuromechfly",
+                      camera: str | None = None, overwrite: bool = False):
+    """A flycuda recording (a store with one qpos array, world = trajectory) from FlyGym
+    ``RecordedTrajectory`` s of one model, so ``flycuda render`` draws FlyGym's
+    recordings. Their frames must be ``timestep`` multiples apart (FlyGym's frame
+    clock: ``playback_speed / output_fps`` seconds) and equally many."""
+    from . import store as zstore
+    from .observables import _qpos_labels
+    from .recording import Recording
+
+    trajs = list(trajectories)
+    if not trajs:
+        raise FlyGymError("no trajectories given")
+    frames = {t.qpos.shape[0] for t in trajs}
+    intervals = {t.playback_speed / t.output_fps for t in trajs}
+    if len(frames) != 1 or len(intervals) != 1:
+        raise FlyGymError(f"trajectories must share their frame count and rate, got {sorted(frames)} frames and "
+                          f"{sorted(intervals)} s per frame")
+    every = round(intervals.pop() / timestep)
+    if every < 1 or any(t.qpos.shape[1] != mj_model.nq for t in trajs):
+        raise FlyGymError(f"trajectories do not fit the model (nq={mj_model.nq}) and timestep {timestep:g}")
+    n = frames.pop()
+    labels = _qpos_labels(mj_model, velocity=False)
+    spec = zstore.ArraySpec("qpos", len(trajs), n, labels, every, 1, n, f"qpos@{every}")
+    group = zstore.create(store, [spec], dict(timestep=timestep, worlds=len(trajs), steps=(n - 1) * every,
+                                              model=model, camera=camera, source="flygym.RecordedTrajectory"),
+                          overwrite=overwrite)
+    for w, t in enumerate(trajs):
+        group["qpos"][w:w + 1] = np.asarray(t.qpos, dtype=np.float32)[None]
+    zstore.mark(group, complete=True, status="complete", rows_written={"qpos": n})
+    return Recording(group)

@@ -15,7 +15,12 @@ An observable is written ``KIND[:NAMES][@EVERY]``:
 ==================  ==========================================================
 
 NAMES are comma-separated names or shell patterns (``sensor:*contact*``); a
-name also matches a prefixed one (FlyGym names bodies ``<fly>/<body>``).
+name also matches a prefixed one (FlyGym names bodies ``<fly>/<body>``), and a
+pattern that matches nothing exactly is tried regardless of case.
+
+Derived quantities (body poses, sensordata, actuator forces) are what MuJoCo
+Warp computed during the step, from the state at its start, as MuJoCo's own
+``mj_step`` leaves them in ``mjData``; qpos, qvel and ctrl are the state after it.
 ``@EVERY`` is a number of steps (``@10``) or a rate (``@30hz``); without it the
 replay's ``record_every`` applies. :func:`resolve` turns specs into
 :class:`Observable` s: a zero-copy ``[W, N]`` view of a Data array and the
@@ -130,6 +135,10 @@ def _match(patterns, names: list[str], what: str, spec: Spec) -> list[int]:
     for pat in patterns:
         hits = [i for i, n in enumerate(names)
                 if fnmatch.fnmatchcase(n, pat) or fnmatch.fnmatchcase(n.split("/", 1)[-1], pat)]
+        if not hits:  # then regardless of case ("*thorax" finds Thorax and c_thorax)
+            low = pat.lower()
+            hits = [i for i, n in enumerate(names)
+                    if fnmatch.fnmatchcase(n.lower(), low) or fnmatch.fnmatchcase(n.split("/", 1)[-1].lower(), low)]
         if not hits:
             shown = ", ".join(names[:15]) + (f", ... ({len(names)} in all)" if len(names) > 15 else "")
             raise ObservableError(f"{what} {pat!r} (in {spec}) matches nothing; the model has: {shown or 'none'}")

@@ -120,9 +120,9 @@ class ReplayResult:
                          f"writer); {self.recorder_device_bytes / 2**20:,.1f} MiB of device chunks")
         if self.render_frames:
             t = self.split_seconds.get("render", 0.0)
-            how = " (afterwards, from the store)" if self.render_afterwards else ""
-            lines.append(f"  render{how}  {self.render_frames} frames x {self.render_tiles} worlds: "
-                         f"{self.render_images_per_s:,.0f} images/s, {1e3 * t / self.render_frames:.1f} ms per frame")
+            how = ", afterwards from the store" if self.render_afterwards else ""
+            lines.append(f"  render         {self.render_frames} frames x {self.render_tiles} worlds: "
+                         f"{self.render_images_per_s:,.0f} images/s, {1e3 * t / self.render_frames:.1f} ms per frame{how}")
         if self.out_dir:
             lines.append(f"  output folder  {self.out_dir}")
         for p in self.outputs:

@@ -281,3 +281,58 @@ def test_wrong_dof_names_and_mismatched_timestep():
         fg.Setup("nmf", 1)
     with pytest.raises(fg.FlyGymError, match="wrap needs a flygym.warp.GPUSimulation"):
         fg.wrap(object())
+
+
+# --- recordings: NeuroMechFly's observables, FlyGym's RecordedTrajectory -------------------
+
+@pytest.fixture(scope="module")
+def nmf_recording():
+    """2 worlds of NeuroMechFly after FlyGym's settling: joint angles, qpos, the thorax
+    position and FlyGym's ground-contact sensors, every step, in a zarr store in memory."""
+    setup = fg.Setup("neuromechfly", 2, device="cpu")
+    res = replay(motion=fg.spotlight(setup.fly), worlds=2, duration=12 * setup.sim.timestep, sim=setup.sim,
+                 act_ids=setup.act_ids, interp="cubic", offsets=[0.0, 1.0], warmup=0.05, progress=False,
+                 record="memory", observe=("angles", "qpos", "body_pos:c_thorax", "sensor:*ground_contact*"))
+    return setup, res
+
+
+@needs_flygym
+def test_neuromechfly_thorax_and_ground_contacts_recorded(nmf_recording):
+    setup, res = nmf_recording
+    rec = res.recording
+    legs = ("lf", "lm", "lh", "rf", "rm", "rh")
+    assert rec.columns("sensor") == [f"nmf/ground_contact_{leg}_leg:{c}" for leg in legs for c in range(16)]
+    assert rec.columns("body_pos") == ["nmf/c_thorax:x", "nmf/c_thorax:y", "nmf/c_thorax:z"]
+    q, thorax = np.asarray(rec["qpos"][:]), np.asarray(rec["body_pos"][:])
+    # derived quantities are MuJoCo's of the step's start: the thorax sample k is qpos[k - 1]'s free joint
+    assert np.array_equal(thorax[:, 1:], q[:, :-1, 0:3])
+    contact = np.asarray(rec["sensor"][:]).reshape(2, -1, 6, 16)
+    found, force_z = contact[..., 0], contact[..., 3]
+    assert ((found[:, -1] > 0).sum(1) >= 3).all(), "a settled fly stands on several legs"
+    assert np.all((force_z[:, -1] != 0) == (found[:, -1] > 0))
+    assert torch.isfinite(res.rmse_per_dof).all()
+
+
+@needs_flygym
+def test_recorded_trajectory_round_trip_both_ways(nmf_recording, tmp_path):
+    """flycuda -> FlyGym's RecordedTrajectory (save/load) -> flycuda: qpos equal; the store
+    made from FlyGym's trajectories renders with flycuda's renderer."""
+    from flygym.recording import RecordedTrajectory, check_trajectories_match_model
+
+    from flycuda.playback import render_recording
+
+    setup, res = nmf_recording
+    trajs = fg.to_trajectories(res.recording, [1, 0], playback_speed=setup.sim.timestep * 100)
+    check_trajectories_match_model(setup.sim.mjm, trajs)
+    assert [t.world_id for t in trajs] == [1, 0] and trajs[0].output_fps == 100
+    trajs[0].save(tmp_path / "t.npz")
+    back = RecordedTrajectory.from_file(tmp_path / "t.npz")
+    assert np.array_equal(back.qpos, np.asarray(res.recording["qpos"][1]))
+    rec = fg.from_trajectories([back, trajs[1]], str(tmp_path / "f.zarr"), setup.sim.mjm,
+                               timestep=setup.sim.timestep, camera=setup.camera)
+    assert rec.complete and rec.every("qpos") == 1
+    assert np.array_equal(np.asarray(rec["qpos"][:]), np.asarray(res.recording["qpos"][[1, 0]]))
+    pb = render_recording(rec, None, worlds="0:2", size=(32, 24), progress=False, max_frames=2)
+    assert pb.frames == 2 and pb.worlds == 2
+    with pytest.raises(fg.FlyGymError, match="FlyGym's output_fps is an integer"):
+        fg.to_trajectories(res.recording, playback_speed=setup.sim.timestep * 0.3)

@@ -99,8 +99,13 @@ def test_out_folder_holds_everything(tmp_path, capsys):
     rc, out, _ = _run_cli(["--duration", str(20 * DT), "--out", str(out_dir), "--render-size", "16x12"], capsys)
     assert rc == 0 and f"output folder  {out_dir}" in out
     names = sorted(os.listdir(out_dir))
-    assert names == ["joint_angles.png", "last_frame.png", "recording.npz", "replay.mp4"]
-    assert "images/s" in out and "ms per frame" in out
+    assert names == ["joint_angles.png", "last_frame.png", "recording.zarr", "replay.mp4"]
+    assert "images/s" in out and "ms per frame, afterwards from the store" in out
+    from flycuda.recording import Recording
+
+    rec = Recording.open(out_dir / "recording.zarr")  # what the video was rendered from
+    assert rec.complete and {"angles", "targets", "qpos", "body_pos"} <= set(rec.names)
+    assert rec.columns("body_pos") == ["Thorax:x", "Thorax:y", "Thorax:z"] and rec.info["model"] == "hexapod"
 
 
 def test_cli_subprocess_unknown_camera_exit_code():
