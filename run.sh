@@ -92,12 +92,12 @@ fi
 cmd="${1:-demo}"
 shift || true
 case "$cmd" in
-  demo)  # no options: the default replay, its video, last frame, plot and recording in out/demo
+  demo)  # no options: the default replay; its recording (zarr), the video rendered from it, last frame and plot in out/demo
     if [ $# -eq 0 ]; then
       if [ "$LANE" = flygym ]; then  # NeuroMechFly replaying FlyGym's Spotlight clip, FlyGym-exact targets
-        set -- --model neuromechfly --motion spotlight --snippet 0.2 --out out/demo --render-size 160x120
+        set -- --model neuromechfly --motion spotlight --snippet 0.2 --out out/demo --overwrite --render-size 160x120
       else
-        set -- --out out/demo --snippet 0.5 --render-size 160x120
+        set -- --out out/demo --overwrite --snippet 0.5 --render-size 160x120
       fi
     fi
     exec "$PY" -m flycuda replay "$@" ;;

@@ -88,7 +88,10 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
     if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
         raise RecordingError(f"speed must be > 0, got {speed!r}")
     if sim is None:
-        built = build_worlds(info.get("model"), len(ids), device)
+        if not info.get("model"):
+            raise RecordingError("the recording does not name its model (it was made from a Sim given to replay): "
+                                 "pass sim= (that model, one world per selected world)")
+        built = build_worlds(info["model"], len(ids), device)
         sim, camera = built.sim, camera or info.get("camera") or built.camera
     camera = camera or info.get("camera") or "track"
     if sim.nworld != len(ids) or sim.mjm.nq != qpos.shape[2]:

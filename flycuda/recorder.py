@@ -13,8 +13,8 @@ blocks only when the writer falls ``ring`` chunks behind (backpressure). On the
 CPU the same code runs with plain copies instead of streams and events.
 
 Memory: per observable ``2 x ring x W x C x D x 4`` bytes (device ring + host
-buffers), with C chosen so one chunk is about ``chunk_bytes``. Nothing grows
-with the number of steps. The tracking error is accumulated on the device,
+buffers), with C chosen so one chunk is about ``chunk_bytes`` (and at most
+MAX_ROWS samples). Nothing grows with the number of steps beyond that. The tracking error is accumulated on the device,
 chunk by chunk, against targets recomputed by the very op that wrote the
 controls (same inputs, same counter values: bit-identical to what was applied).
 """
@@ -33,14 +33,15 @@ from .observables import Observable
 __all__ = ["Recorder", "Tracker", "rows_per_chunk", "CHUNK_BYTES", "RING"]
 
 CHUNK_BYTES = 16 * 2**20  # target bytes of one chunk (device and host alike)
+MAX_ROWS = 256            # samples per chunk at most (few worlds: the chunk still streams out)
 RING = 2                  # chunks per observable on the device: one fills, one is copied out
 
 
 def rows_per_chunk(worlds: int, width: int, rows: int, chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1) -> int:
-    """C: samples per chunk so that [worlds, C, width] float32 is about ``chunk_bytes``
-    (at least ``min_rows``, at most the run's ``rows``)."""
+    """C: samples per chunk so that [worlds, C, width] float32 is about ``chunk_bytes``,
+    at most MAX_ROWS (at least ``min_rows``: a graph launch's steps), at most the run's ``rows``."""
     per_row = max(1, worlds * width * 4)
-    return max(1, min(rows, max(min_rows, chunk_bytes // per_row)))
+    return max(1, min(rows, max(min_rows, min(MAX_ROWS, chunk_bytes // per_row))))
 
 
 @dataclass

@@ -113,6 +113,10 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
     target = _target(record, overwrite)
     if sim is None:
         sim = Sim.build(model, worlds, device=device, nconmax=nconmax, njmax=njmax)
+        if target is not None and (model is None or isinstance(model, (str, os.PathLike))):
+            name = "hexapod" if model is None else os.fspath(model)
+            if not name.lstrip().startswith("<"):  # a path or the built-in model: renderable afterwards
+                target.attrs.setdefault("model", name)
     elif sim.nworld != worlds:
         raise ReplayError(f"sim has {sim.nworld} worlds but worlds={worlds}")
 

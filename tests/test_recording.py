@@ -201,7 +201,7 @@ def test_device_and_host_memory_do_not_grow_with_duration():
     """The recorder's buffers are sized by the chunk, not the run: 1x, 10x, 100x steps."""
     from flycuda.observables import Observable
 
-    W, N = 64, 73
+    W, N = 64, 73  # chunk_bytes below: 16 samples (MAX_ROWS does not bind)
     src = torch.randn(W, N)
 
     def sizes(steps):
@@ -214,9 +214,11 @@ def test_device_and_host_memory_do_not_grow_with_duration():
     assert one == ten == hundred
     chunk = W * N * 4 * 16
     assert one[2][0] == 16 and one[0] == one[1] <= 2 * 2 * chunk  # two chunks per observable, each <= chunk_bytes
-    short = sizes(1000)  # a short run takes less (its chunk holds the whole run)
-    assert short[0] < one[0] and short[2] == [16, 1000 // 33 + 1]
+    short = sizes(300)  # a short run takes less (its chunk holds the whole run)
+    assert short[0] < one[0] and short[2] == [16, 300 // 33 + 1]
     assert rows_per_chunk(8192, 42, 100_001, 16 * 2**20) == 12  # 8192 worlds x 42 angles: 12 samples a chunk
+    assert rows_per_chunk(2, 42, 100_001, 16 * 2**20) == 256    # few worlds: MAX_ROWS samples
+    assert rows_per_chunk(2, 42, 100_001, 16 * 2**20, min_rows=300) == 300  # never less than a launch
 
 
 # --- observables ---------------------------------------------------------------------
