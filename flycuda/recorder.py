@@ -200,12 +200,12 @@ class Recorder:
             st.free[slot].acquire()  # blocks only when the writer is RING chunks behind
         with torch.cuda.stream(self.copy_stream):
             self.copy_stream.wait_event(filled)
-            if st.host:
-                st.host[slot][:, :n].copy_(st.ring[slot, :, :n], non_blocking=True)
+            if st.host:  # whole slots: contiguous on both sides, so truly asynchronous
+                st.host[slot].copy_(st.ring[slot], non_blocking=True)
             targets = self.tracker.chunk(st.ring[slot], k0, n) if tracked else None
             if targets is not None and self._keeps_targets():
                 self._target_free[slot].acquire()
-                self._target_host[slot][:, :n].copy_(targets, non_blocking=True)
+                self._target_host[slot].copy_(self.tracker.buf, non_blocking=True)
             copied = torch.cuda.Event()
             copied.record(self.copy_stream)
         st.copied[slot] = copied
@@ -217,11 +217,11 @@ class Recorder:
     def _flush_cpu(self, st: _Stream, slot: int, k0: int, n: int, tracked: bool) -> None:
         if st.host:
             st.free[slot].acquire()
-            st.host[slot][:, :n].copy_(st.ring[slot, :, :n])
+            st.host[slot].copy_(st.ring[slot])
         targets = self.tracker.chunk(st.ring[slot], k0, n) if tracked else None
         if targets is not None and self._keeps_targets():
             self._target_free[slot].acquire()
-            self._target_host[slot][:, :n].copy_(targets)
+            self._target_host[slot].copy_(self.tracker.buf)
         self._queue(st, slot, k0, n, None, targets is not None)
 
     def _keeps_targets(self) -> bool:
