@@ -252,10 +252,11 @@ def _target(args, share=None, worlds: int = 0, rendezvous=None):
         return Target(store=args.record, overwrite=args.overwrite)
     from . import distributed
 
-    starts = [s for s, _ in distributed.split_worlds(worlds, distributed.rank_info().world_size)]
+    shares = distributed.split_worlds(worlds, distributed.rank_info().world_size)
+    starts = [s for s, _ in shares]
     return Target(store=args.record, overwrite=args.overwrite, world_offset=share[0], worlds_total=worlds,
-                  world_chunk=world_chunk(starts, worlds), finalize=False, create=share[0] == 0 and
-                  distributed.rank_info().rank == 0, sync=rendezvous)
+                  world_chunk=world_chunk(starts, worlds), finalize=False, create=distributed.rank_info().rank == 0,
+                  sync=rendezvous, plan_worlds=max(n for _, n in shares))
 
 
 def _render_afterwards(args, res) -> None:
@@ -321,7 +322,8 @@ def _run_distributed(args, info) -> int:
     if args.record and args.record.endswith(".npz"):
         raise ValueError("--record .npz gathers nothing across ranks; use a .zarr store with torchrun")
     distributed.init(info)
-    rendezvous = distributed.Rendezvous()
+    # the ranks meet once before writing into a store (none without one)
+    rendezvous = distributed.Rendezvous() if args.record else None
     try:
         payload = None
         try:
@@ -331,10 +333,13 @@ def _run_distributed(args, info) -> int:
             target = _target(args, share, worlds, rendezvous)
             res = replay_share(args, device, worlds, share, primary=info.rank == 0, target=target,
                                observe=_observe(args))
+            if rendezvous is not None:
+                rendezvous()  # a no-op: replay met the others when the store was ready
             payload = ("ok", distributed.summary(res), worlds)
         except Exception as e:  # noqa: BLE001 - every rank must reach the exchanges below
             why = f"rank {info.rank}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-            rendezvous.fail(why)
+            if rendezvous is not None:
+                rendezvous.fail(why)
             payload = ("error", why, None)
         parts = distributed.exchange(payload)
         errors = [p[1] for p in parts if p[0] == "error"]

@@ -77,6 +77,7 @@ class Tracker:
         self.targets, self.every, self.settle_row = targets, every, settle_row
         self.counter = ops.new_step_counter(device)
         self.buf = torch.full((worlds, rows_chunk, dofs), math.nan, device=device)  # one chunk of targets
+        self.diff = torch.empty(worlds, rows_chunk, dofs, dtype=torch.float64, device=device)  # no temporaries
         self.sq = torch.zeros(dofs, dtype=torch.float64, device=device)
         self.count = 0
         self.keep = keep  # also hand the targets to the store
@@ -89,8 +90,10 @@ class Tracker:
             self.targets(self.buf[:, j], self.counter, self.every)
         lo = min(max(self.settle_row - k0, 0), n)
         if lo < n:
-            diff = angles[:, lo:n].double() - self.buf[:, lo:n].double()
-            self.sq += diff.square().sum(dim=(0, 1))
+            diff = self.diff[:, :n - lo]
+            diff.copy_(angles[:, lo:n])
+            diff.sub_(self.buf[:, lo:n])
+            self.sq += diff.square_().sum(dim=(0, 1))
             self.count += diff.shape[0] * diff.shape[1]
         return self.buf[:, :n]
 
@@ -102,12 +105,15 @@ class Recorder:
     :meth:`add_tracker`) sees the chunks of ``track``, the angles observable.
 
     Call :meth:`record` inside every step, :meth:`flush_ready` after every launch
-    (outside any capture), :meth:`finish` at the end. ``min_rows``: steps per graph
-    launch, so that one launch never passes a whole chunk."""
+    (outside any capture), :meth:`finish` at the end (:meth:`abort` on an error).
+    ``min_rows``: steps per graph launch (chunks hold at least one launch, and a
+    multiple of it where possible); ``plan_worlds``: size the chunks for this many
+    worlds (torchrun: the largest rank's share, so every rank's chunks align)."""
 
     def __init__(self, observables: list[Observable], steps: int, device: torch.device, *, store: bool = False,
-                 chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1, track: str | None = None):
-        self.device, self.steps, self.store = device, steps, store
+                 chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1, track: str | None = None,
+                 plan_worlds: int | None = None):
+        self.device, self.steps, self.store, self.plan_worlds = device, steps, store, plan_worlds
         self.writer, self.world_offset = None, 0
         self.on_cuda = device.type == "cuda"
         self.copy_stream = torch.cuda.Stream(device=device) if self.on_cuda else None
@@ -120,7 +126,10 @@ class Recorder:
     def _stream(self, obs: Observable, steps: int, chunk_bytes: int, min_rows: int) -> _Stream:
         W, D = obs.source.shape[0], obs.width
         rows = obs.rows(steps)
-        C = rows_per_chunk(W, D, rows, chunk_bytes, -(-min_rows // obs.every))
+        C = rows_per_chunk(self.plan_worlds or W, D, rows, chunk_bytes, -(-min_rows // obs.every))
+        m = min_rows // math.gcd(min_rows, obs.every)  # C * every a multiple of a launch's steps, so
+        if m > 1:                                          # chunk edges of every observable align with launches
+            C = min(rows, -(-C // m) * m)
         ring = torch.full((RING, W, C, D), math.nan, device=self.device)
         host = [self._host_buffer(W, C, D) for _ in range(RING)] if self.store else []
         return _Stream(obs, rows, C, ring, host, [threading.Semaphore(1) for _ in range(RING)], [None] * RING)
@@ -159,9 +168,11 @@ class Recorder:
 
     # -- between launches -------------------------------------------------------------
     def safe_until(self) -> int:
-        """The most steps that may have run before the next :meth:`flush_ready`: no
-        ring slot is written again before its previous chunk has been queued out."""
-        return min(((st.flushed + RING) * st.C * st.obs.every - 1 for st in self.streams), default=self.steps)
+        """The most steps that may have run before the next :meth:`flush_ready`: the
+        chunk after the one filling now may not start before that one is flushed, since
+        flushing it is what makes the simulation stream wait (on the device) for the
+        copy out of the slot the next chunk reuses."""
+        return min(((st.flushed + RING - 1) * st.C * st.obs.every - 1 for st in self.streams), default=self.steps)
 
     def flush_ready(self, done: int) -> None:
         """Queues out every chunk whose last sample is recorded after ``done`` steps."""
@@ -177,6 +188,12 @@ class Recorder:
         if self.on_cuda:
             torch.cuda.current_stream(self.device).wait_stream(self.copy_stream)
         return self.rows_written()
+
+    def abort(self) -> None:
+        """After an error: later work on the simulation stream (and the memory freed
+        with this recorder) waits for whatever the side stream still does."""
+        if self.on_cuda:
+            torch.cuda.current_stream(self.device).wait_stream(self.copy_stream)
 
     def rows_written(self) -> dict:
         out = {st.obs.name: min(st.flushed * st.C, st.rows) for st in self.streams}
@@ -194,7 +211,7 @@ class Recorder:
             self._flush_cpu(st, slot, k0, n, tracked)
             return
         sim = torch.cuda.current_stream(self.device)
-        filled = torch.cuda.Event()
+        filled = torch.cuda.Event(blocking=True)
         filled.record(sim)
         if st.host:
             st.free[slot].acquire()  # blocks only when the writer is RING chunks behind
@@ -206,7 +223,7 @@ class Recorder:
             if targets is not None and self._keeps_targets():
                 self._target_free[slot].acquire()
                 self._target_host[slot].copy_(self.tracker.buf, non_blocking=True)
-            copied = torch.cuda.Event()
+            copied = torch.cuda.Event(blocking=True)  # the writer thread sleeps on it, not spins
             copied.record(self.copy_stream)
         st.copied[slot] = copied
         nxt = st.copied[(c + 1) % RING]
@@ -234,14 +251,15 @@ class Recorder:
         self.writer.put(st.obs.name, w0, k0, lambda: st.host[slot][:, :n].numpy(), wait=wait,
                         done=st.free[slot].release)
         if with_targets and self._keeps_targets():
-            self.writer.put("targets", w0, k0, lambda: self._target_host[slot][:, :n].numpy(),
+            self.writer.put("targets", w0, k0, lambda: self._target_host[slot][:, :n].numpy(), wait=wait,
                             done=self._target_free[slot].release)
 
     def device_bytes(self) -> int:
         """Bytes of device memory the recording holds (rings, tracking buffers)."""
         n = sum(st.ring.numel() * 4 for st in self.streams)
         if self.tracker is not None:
-            n += self.tracker.buf.numel() * 4 + self.tracker.sq.numel() * 8 + self.tracker.counter.numel() * 8
+            t = self.tracker
+            n += t.buf.numel() * 4 + t.diff.numel() * 8 + t.sq.numel() * 8 + t.counter.untyped_storage().nbytes()
         return n
 
     def host_bytes(self) -> int:

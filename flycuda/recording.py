@@ -47,6 +47,7 @@ class Target:
     finalize: bool = True
     create: bool = True
     sync: object = None
+    plan_worlds: int | None = None  # torchrun: size chunks for the largest rank's worlds
     attrs: dict = field(default_factory=dict)
 
     def zarr_store(self):

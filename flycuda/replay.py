@@ -122,7 +122,8 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
 
     run = _Run.setup(sim, motion, offs, duration, mode, interp, act_ids)
     observables = resolve(sim, specs, dof_names=motion.dof_names, adrs=run.adrs, default_every=record_every)
-    run.attach_recorder(observables, target is not None, chunk_bytes, steps_per_graph)
+    run.attach_recorder(observables, target is not None, chunk_bytes, steps_per_graph,
+                        target.plan_worlds if target is not None else None)
     group, writer = _open_store(target, run, mode, interp)
     try:
         loop = _run_loop(run, renderer, frame_writer, render_every, progress, profile, graph, steps_per_graph,
@@ -130,6 +131,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         run.recorder.finish()
         _close_store(group, writer, target, ok=True, rmse=run.recorder.tracker.sq, count=run.recorder.tracker.count)
     except BaseException as e:
+        run.recorder.abort()
         _close_store(group, writer, target, ok=False, why=f"{type(e).__name__}: {e}")
         raise
     return make_result(run, *loop, recording=group, writer=writer)
@@ -177,8 +179,8 @@ def _target(record, overwrite: bool) -> Target | None:
         target = record
     else:
         target = Target(store=record, overwrite=overwrite)
-    if target is not None and target.group is None and isinstance(target.store, (str, os.PathLike)) \
-            and target.store != "memory":
+    if target is not None and target.group is None and target.create \
+            and isinstance(target.store, (str, os.PathLike)) and target.store != "memory":
         zstore.check_path(os.fspath(target.store), target.overwrite)
     return target
 
@@ -268,17 +270,19 @@ class _Run:
     def on_cuda(self) -> bool:
         return self.dev.type == "cuda"
 
-    def attach_recorder(self, observables: list[Observable], store: bool, chunk_bytes: int, min_rows: int) -> None:
+    def attach_recorder(self, observables: list[Observable], store: bool, chunk_bytes: int, min_rows: int,
+                        plan_worlds: int | None = None) -> None:
         """The recording stage: every observable's device ring, and the tracking error
         of the angles against the targets recomputed by :meth:`write_targets`."""
         self.recorder = Recorder(observables, self.steps, self.dev, store=store, chunk_bytes=chunk_bytes,
-                                 min_rows=min_rows, track="angles")
+                                 min_rows=min_rows, track="angles", plan_worlds=plan_worlds)
         every = self.recorder.stream("angles").obs.every
         settle_row = math.ceil(SETTLE_SECONDS / (self.sim.timestep * every))
         settle_row = min(settle_row, self.recorder.stream("angles").rows - 1)
         dofs = torch.arange(len(self.motion.dof_names), dtype=torch.int32, device=self.dev)
-        self.recorder.add_tracker(lambda out, counter, advance: self.write_targets(out, advance, counter, dofs),
-                                  settle_row)
+        tracker = self.recorder.add_tracker(
+            lambda out, counter, advance: self.write_targets(out, advance, counter, dofs), settle_row)
+        tracker.targets(tracker.buf[:, 0], tracker.counter, 0)  # checks dofs now, not on the side stream later
 
     def write_targets(self, ctrl: torch.Tensor, advance: int, counter: torch.Tensor | None = None,
                       act_ids: torch.Tensor | None = None) -> None:

@@ -206,6 +206,8 @@ class Writer:
 
     def put(self, name: str, w0: int, k0: int, data, *, wait=None, done=None) -> None:
         self._raise()
+        if not self._thread.is_alive():
+            raise StoreError("the recording's writer is closed")
         self._queue.put((name, w0, k0, data, wait, done))
 
     def close(self, raise_error: bool = True) -> None:

@@ -221,6 +221,38 @@ def test_device_and_host_memory_do_not_grow_with_duration():
     assert rows_per_chunk(2, 42, 100_001, 16 * 2**20, min_rows=300) == 300  # never less than a launch
 
 
+@pytest.mark.parametrize("K,every", [(1, 1), (3, 1), (3, 2), (7, 3), (16, 5), (4, 4)])
+def test_launches_never_reach_a_slot_still_being_copied(K, every):
+    """The host loop's rule (replay._timed_loop): a K-step launch only when it ends by
+    safe_until(), else one step; flush_ready after each. Then no launch writes a sample into
+    the chunk after the one filling (its ring slot's previous chunk may still be copying out:
+    the device-side wait for that copy is queued when the filling chunk is flushed), and the
+    chunk sizes make edges launch-aligned where possible."""
+    from flycuda.observables import Observable
+
+    src = torch.randn(2, 5)
+    obs = [Observable("a", "qpos", src, torch.arange(5, dtype=torch.int32), list("abcde"), every),
+           Observable("b", "qpos", src, torch.arange(2, dtype=torch.int32), list("ab"), 1)]
+    steps = 3000
+    rec = Recorder(obs, steps, torch.device("cpu"), chunk_bytes=2 * 5 * 4 * 10, min_rows=K)
+    done, eager = 0, 0
+    rec.flush_ready(0)
+    while done < steps:
+        n = K if done + K <= min(steps, rec.safe_until()) else 1
+        eager += n == 1 and K > 1
+        for st in rec.streams:  # every sample this launch records lands in the filling chunk
+            for s in range(done + 1, done + n + 1):
+                if s % st.obs.every == 0:
+                    assert (s // st.obs.every) // st.C <= st.flushed, (s, st.obs.name, st.flushed)
+        done += n
+        rec.flush_ready(done)
+    assert all(st.flushed == st.chunks for st in rec.streams)
+    assert all(st.C * st.obs.every % K == 0 or st.C == st.rows for st in rec.streams)
+    # a chunk's samples are steps [c C e, (c+1) C e), a launch's (d, d + K]: one realignment of
+    # fewer than K eager steps per observable, then every edge falls between launches
+    assert eager < K * len(rec.streams), eager
+
+
 # --- observables ---------------------------------------------------------------------
 
 def test_parse_rates_and_errors():
@@ -295,9 +327,9 @@ def test_frames_rendered_afterwards_equal_live_frames(tmp_path):
             live.append(tiles.render_mosaic().clone())
             return live[-1]
 
-    path = str(tmp_path / "r.zarr")
+    path = str(tmp_path / "r.zarr")  # a replay of a given Sim: the store is told its model
     replay(worlds=3, sim=sim, duration=4 * every * DT, progress=False, observe=("angles", f"qpos@{every}"),
-           record=path, renderer=Live(), render_every=every)
+           record=Target(path, attrs={"model": "hexapod", "camera": "track"}), renderer=Live(), render_every=every)
     got = []
     pb = render_recording(path, str(tmp_path / "v.mp4"), worlds="0:3", size=(40, 30), progress=False,
                           frame_callback=lambda f: got.append(f.clone()))
@@ -309,13 +341,18 @@ def test_frames_rendered_afterwards_equal_live_frames(tmp_path):
         render_recording(path, None, worlds="5", progress=False)
 
 
-def test_render_needs_qpos(tmp_path):
+def test_render_needs_qpos_and_a_model(tmp_path):
     from flycuda.playback import render_recording
 
     path = str(tmp_path / "r.zarr")
     _replay(_sim(1), 4, ("angles",), record=path)
     with pytest.raises(RecordingError, match="the recording has no qpos .*--observe qpos@30hz"):
         render_recording(path, None, progress=False)
+    path2 = str(tmp_path / "r2.zarr")
+    _replay(_sim(1), 4, ("angles", "qpos"), record=path2)
+    with pytest.raises(RecordingError, match="the recording does not name its model .*pass sim="):
+        render_recording(path2, None, progress=False)
+    assert render_recording(path2, None, progress=False, sim=_sim(1), size=(8, 6)).frames == 5
 
 
 def test_cli_record_zarr_and_render(tmp_path, capsys):
