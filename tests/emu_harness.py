@@ -31,6 +31,8 @@ SANITIZERS = {
     "tsan": ["-fsanitize=thread"],
     # line coverage of the kernel source (gcov): shows the cases reach every line
     "cov": ["--coverage", "-O0"],
+    # no instrument: for counting (bench_ops' atomics per launch) at large grids
+    "plain": ["-O2"],
 }
 FLAGS = ["-std=c++20", "-O1", "-g", "-DFLYCUDA_EMU", "-ffp-contract=off", "-fno-omit-frame-pointer",
          "-Wall", "-Wextra", "-Werror", "-pthread"]

@@ -248,6 +248,23 @@ void run_render_tiles(Case& c) {
   }
 }
 
+// The emulator's count of atomics, one row per launch of the case: int64 [launches, 3] =
+// (blocks, atomics, the most atomics of one block), as out_launches.npy.
+void save_launch_log(Case& c) {
+  const std::vector<flycuda_emu::LaunchStats> log = flycuda_emu::take_launch_log();
+  Array a;
+  a.descr = "<i8";
+  a.shape = {static_cast<int64_t>(log.size()), 3};
+  a.bytes.assign(log.size() * 3 * sizeof(int64_t), 0);
+  for (size_t i = 0; i < log.size(); ++i) {
+    a.data<int64_t>()[3 * i] = static_cast<int64_t>(log[i].blocks);
+    a.data<int64_t>()[3 * i + 1] = static_cast<int64_t>(log[i].atomics);
+    a.data<int64_t>()[3 * i + 2] = static_cast<int64_t>(log[i].max_per_block);
+  }
+  c.arrays["launches"] = a;
+  c.save("launches");
+}
+
 // A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
 // after FLYCUDA_EMU_TIMEOUT seconds (default 300) the program says so and exits.
 void on_alarm(int) {
@@ -284,6 +301,7 @@ int main(int argc, char** argv) {
       auto it = ops().find(c.op);
       if (it == ops().end()) throw std::runtime_error("unknown op " + c.op);
       it->second(c);
+      save_launch_log(c);
     } catch (const std::exception& e) {
       std::cerr << "flycuda_emu: " << argv[i] << ": " << e.what() << "\n";
       return 1;
