@@ -239,17 +239,18 @@ void run_render_tiles(Case& c) {
   out.depth = c.ptr<float>("depth");
   out.seg = c.ptr<int32_t>("seg");
   const int64_t S = c.arr("worlds").numel(), H = c.i64("height"), Wd = c.i64("width");
-  const int64_t tiles = r::tiles_covered(out, S), n = tiles * H * Wd;
+  const int64_t tiles = r::tiles_covered(out, S);
+  const k::RenderPlan plan = k::plan_render_tiles(tiles, H, Wd, S);
   const int32_t* worlds = c.arr("worlds").data<int32_t>();
-  if (n > 0) {
+  if (plan.pixels > 0) {
     if (c.has("top_bounds") && c.arr("top_bounds").numel() > 0) {
-      launch(dim3(static_cast<unsigned int>(cdiv(S, k::kRefitThreads))), dim3(k::kRefitThreads), 0, nullptr,
+      launch(dim3(static_cast<unsigned int>(plan.refit_blocks)), dim3(plan.refit_threads), 0, nullptr,
              k::refit_top_kernel, sc, worlds, c.arr("top_bounds").data<float>(), S);
       sc.top_bounds = c.arr("top_bounds").data<float>();
     }
     const double fovy = c.f64("fovy");
     const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
-    launch(dim3(static_cast<unsigned int>(cdiv(n, k::kRenderThreads))), dim3(k::kRenderThreads), 0, nullptr,
+    launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr,
            k::render_tiles_kernel, sc, out, worlds, c.arr("cam_pos").data<float>() + c.i64("cp_offset"),
            c.arr("cam_mat").data<float>() + c.i64("cm_offset"),
            c.i64("cp_s0"), c.i64("cm_s0"), S, H, Wd, tan_half, static_cast<float>(c.f64("zfar")), c.i64("samples"),
