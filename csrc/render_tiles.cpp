@@ -212,13 +212,13 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                       const at::Tensor& unbounded, const at::Tensor& lights,
                       const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                       bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                      bool check_indices, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
+                      bool check, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
                       at::Tensor& top_bounds, at::Tensor& timers) {
   // Check inputs.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight, fovy, zfar, samples, height,
                      width, mosaic_cols, rgb, depth, seg, top_bounds, timers);
-  if (check_indices) {
+  if (check) {
     check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, geom_param, bvh_bounds, bvh_index,
                                tris, top_index, unbounded);
   }

@@ -292,7 +292,7 @@ def _record_qpos_fake(qpos, adrs, history, step, every):
 @torch.library.register_fake("flycuda::render_tiles")
 def _render_tiles_fake(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                        bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight, fovy, zfar,
-                       samples, shadows, height, width, mosaic_cols, check_indices, rgb, depth, seg,
+                       samples, shadows, height, width, mosaic_cols, check, rgb, depth, seg,
                        top_bounds, timers):
     torch._check(geom_xpos.dim() == 3 and geom_xpos.dtype == torch.float32,
                  lambda: f"flycuda.render_tiles: argument 'geom_xpos' must be float32 [W, G, 3], got {geom_xpos.dtype} {tuple(geom_xpos.shape)}")

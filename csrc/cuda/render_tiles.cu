@@ -26,7 +26,7 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                        const at::Tensor& unbounded, const at::Tensor& lights,
                        const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                        bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                       bool check_indices, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
+                       bool check, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
                        at::Tensor& top_bounds, at::Tensor& timers) {
   // Check shapes, dtypes, devices before touching the device.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
@@ -36,7 +36,7 @@ void render_tiles_cuda(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
   // captured (the check copies them to the host).
   const c10::cuda::CUDAGuard guard(geom_xpos.device());
   const cudaStream_t stream = cuda::stream_for_launch();
-  if (check_indices && !cuda::capturing(stream)) {
+  if (check && !cuda::capturing(stream)) {
     check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, geom_param, bvh_bounds, bvh_index,
                                tris, top_index, unbounded);
   }
