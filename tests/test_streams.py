@@ -99,3 +99,101 @@ def test_fused_launches_on_two_counters_and_streams_overlap(size):
         if size == 2:
             assert int(counters[i][1]) == 0
         assert torch.equal(hist[i].cpu(), torch.arange(reps, dtype=torch.float32))
+
+
+# --- the capture guard: no allocation by torch's allocator inside a Warp capture ---------
+
+def test_allocation_guard_names_the_op_that_allocates():
+    """An op returning new memory inside the guard is refused by name (CPU: the guard
+    watches the device given; on CUDA it also watches the caching allocator's count)."""
+    x = torch.zeros(4)
+    with pytest.raises(streams.CaptureAllocationError, match=r"op aten\.\w+.*allocated memory.*cpu"):
+        with streams.allocation_guard("cpu"):
+            x.add_(1)
+            y = x * 2  # a new tensor: the allocation a graph would lose
+            del y
+    with pytest.raises(streams.CaptureAllocationError, match=r"aten\.clone"):
+        with streams.allocation_guard("cpu"):
+            x.clone()
+
+
+def test_allocation_guard_allows_in_place_work_and_views():
+    x, step = torch.zeros(3, 4), flycuda.new_step_counter("cpu")
+    motion, ids = torch.randn(1, 5, 4), torch.arange(4)
+    with streams.allocation_guard("cpu"):
+        x.add_(1)
+        x[0].mul_(2)  # a view
+        x.t().copy_(x.t())
+        flycuda.motion_to_ctrl(motion, step, x, ids, advance=1)  # flycuda's ops work in place
+        flycuda.advance_step(step, 1)
+        torch.empty(0)  # no memory
+    assert int(step[0]) == 2
+
+
+def test_allocation_guard_ignores_other_devices():
+    with streams.allocation_guard(torch.device("meta")):
+        torch.zeros(3)  # CPU memory while the (meta) capture device is guarded
+
+
+def test_allocation_guard_counts_allocations_inside_an_op(monkeypatch):
+    """An op whose result is no new tensor but which allocated inside (a temporary from
+    the caching allocator): named by the allocator's count around it (mocked on CPU)."""
+    count = {"n": 0}
+    monkeypatch.setattr(streams, "_torch_allocations", lambda device: count["n"])
+
+    @torch.library.custom_op("flycuda_test::scratch_op", mutates_args=("x",))
+    def scratch_op(x: torch.Tensor) -> None:
+        count["n"] += 1  # as CUDACachingAllocator counts a served allocation
+        x.add_(1)
+
+    x = torch.zeros(2)
+    with pytest.raises(streams.CaptureAllocationError, match=r"flycuda_test\.scratch_op.*1 allocation"):
+        with streams.allocation_guard("cpu"):
+            x.mul_(1)
+            scratch_op(x)
+
+
+def test_allocation_guard_counts_allocations_outside_ops(monkeypatch):
+    count = {"n": 0}
+    monkeypatch.setattr(streams, "_torch_allocations", lambda device: count["n"])
+    with pytest.raises(streams.CaptureAllocationError, match="outside any op torch dispatches"):
+        with streams.allocation_guard("cpu"):
+            count["n"] += 2  # e.g. a C++ extension calling the allocator directly
+
+
+def test_capture_graph_is_guarded(monkeypatch):
+    """capture_graph runs the captured function under the guard: an allocation names
+    the op and the captured function (Warp mocked: no GPU here)."""
+    import sys
+    import types
+
+    events = []
+
+    class ScopedCapture:
+        def __init__(self, device, stream):
+            self.graph = "graph"
+
+        def __enter__(self):
+            events.append("begin")
+            return self
+
+        def __exit__(self, *exc):
+            events.append("end")
+            return False
+
+    fake_wp = types.SimpleNamespace(ScopedCapture=ScopedCapture, get_stream=lambda dev: None)
+    monkeypatch.setitem(sys.modules, "warp", fake_wp)
+    monkeypatch.setattr(streams, "_check_capturable", lambda dev: None)
+    x = torch.zeros(3)
+
+    def good_step():
+        x.add_(1)
+
+    def bad_step():
+        x.add_(1)
+        return torch.cat([x, x])
+
+    assert streams.capture_graph(good_step, "cpu", repeat=3) == "graph" and x.tolist() == [3.0] * 3
+    with pytest.raises(streams.CaptureAllocationError, match=r"aten\.cat.*bad_step"):
+        streams.capture_graph(bad_step, "cpu")
+    assert events == ["begin", "end", "begin", "end"]  # the capture is ended either way
