@@ -34,7 +34,7 @@ FrameMode check_spline_to_ctrl(const at::Tensor& coeffs,                 // [M, 
                                int64_t advance, bool check_values);
 
 // Does a step counter carry the fused advance's hidden ticket: an int64 [2] view at
-// offset 0 of a storage of kernels::kCounterWords int64 (what new_step_counter makes)?
+// offset 0 of a storage of kernels::kCounterBytes bytes (what new_step_counter makes)?
 bool counter_has_ticket(const at::Tensor& step);  // [1] or [2]
 
 void check_advance_step(const at::Tensor& step);  // [1] or [2]

@@ -20,7 +20,7 @@ namespace flycuda {
 
 bool counter_has_ticket(const at::Tensor& step) {
   return kernels::counter_has_ticket(step.numel(), step.storage_offset(),
-                                     static_cast<int64_t>(step.storage().nbytes() / sizeof(int64_t)));
+                                     static_cast<int64_t>(step.storage().nbytes()));
 }
 
 namespace {

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 # csrc/kernels/motion_to_ctrl.cuh (motion_to_ctrl, spline_to_ctrl)
 MOTION_TO_CTRL_THREADS = 256   # kMotionToCtrlThreads
-COUNTER_WORDS = 4              # kCounterWords: int64 words of a new_step_counter's storage
-TICKET_WORD = 2                # kTicketWord: the hidden ticket (its low 32 bits)
+COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (step, reserved, uint32 ticket)
+TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
 # csrc/kernels/record_qpos.cuh
 RECORD_QPOS_THREADS = 256      # kRecordQposThreads
 # csrc/render_tiles.h / csrc/kernels/render_tiles.cuh
@@ -30,14 +30,25 @@ def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def counter_has_ticket(numel: int, storage_offset: int, storage_numel: int) -> bool:
+def counter_has_ticket(numel: int, storage_offset: int, storage_bytes: int) -> bool:
     """``kernels::counter_has_ticket``: the layout new_step_counter makes."""
-    return numel == 2 and storage_offset == 0 and storage_numel == COUNTER_WORDS
+    return numel == 2 and storage_offset == 0 and storage_bytes == COUNTER_BYTES
 
 
 def step_has_ticket(step) -> bool:
-    """:func:`counter_has_ticket` of an int64 torch tensor (its storage's size)."""
-    return counter_has_ticket(step.numel(), step.storage_offset(), step.untyped_storage().nbytes() // 8)
+    """:func:`counter_has_ticket` of an int64 torch tensor (its storage's size in bytes)."""
+    return counter_has_ticket(step.numel(), step.storage_offset(), step.untyped_storage().nbytes())
+
+
+def ticket_of(step):
+    """The hidden ticket of a counter that has one: an int32 [1] view of its bytes
+    16..19 (for tests and the grid reference; the value is the unsigned ticket's bits)."""
+    import torch
+
+    if not step_has_ticket(step):
+        raise ValueError("this counter has no hidden ticket (not made by flycuda.new_step_counter)")
+    return torch.empty(0, dtype=torch.int32, device=step.device).set_(step.untyped_storage(), TICKET_BYTE // 4,
+                                                                      (1,), (1,))
 
 
 @dataclass(frozen=True)

@@ -147,22 +147,23 @@ def new_step_counter(device: torch.device | str = "cpu", start: int = 0) -> torc
     op: ``step += k``, ``step.fill_(s)``, ``step.copy_(other)``). ``step[1]`` is
     reserved: no op reads it, so any value there is harmless.
 
-    The tensor is a view of the first 2 of ``launch_plan.COUNTER_WORDS`` (4) int64
-    of its storage. The hidden words hold the ticket that lets
+    The tensor views the first 16 of the 20 bytes of its storage
+    (``launch_plan.COUNTER_BYTES``). Bytes 16..19 hold the ticket that lets
     :func:`motion_to_ctrl` fuse its advance into its one launch (each block takes
     one ticket with ``atomicInc``; the last block advances and the ticket wraps to
-    0 by itself). No op on the tensor reaches them, so no value a user writes to
-    the counter can make a launch read an advanced step or skip an advance; only
-    the storage itself can (``untyped_storage()``, ``as_strided``, ``set_``). A
-    counter without them (a plain [1], ``step.clone()``, ``step.to(...)``, a [2]
-    made otherwise) is accepted by every op and advanced by a second one-thread
-    launch instead. One counter must not be used on two streams at once.
+    0 by itself). No op on the tensor reaches them, and no int64 view of the
+    storage can cover them, so no value a user writes to the counter can make a
+    launch read an advanced step or skip an advance. A counter without them (a
+    plain [1], ``step.clone()``, ``step.to(...)``, a [2] sliced from a bigger
+    buffer) is accepted by every op and advanced by a second one-thread launch
+    instead. One counter must not be used on two streams at once.
     """
-    storage = torch.tensor([int(start)] + [0] * (_COUNTER_WORDS - 1), dtype=torch.int64, device=device)
-    return storage[:2]
+    raw = int(start).to_bytes(8, "little", signed=True) + bytes(_COUNTER_BYTES - 8)
+    buf = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(device)  # one copy to the device
+    return torch.empty(0, dtype=torch.int64, device=buf.device).set_(buf.untyped_storage(), 0, (2,), (1,))
 
 
-_COUNTER_WORDS = 4  # csrc/kernels/motion_to_ctrl.cuh kCounterWords (flycuda.launch_plan.COUNTER_WORDS)
+_COUNTER_BYTES = 20  # csrc/kernels/motion_to_ctrl.cuh kCounterBytes (flycuda.launch_plan.COUNTER_BYTES)
 
 
 def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torch.Tensor,

@@ -33,8 +33,8 @@ def _constant(path: str, name: str) -> int:
 
 @pytest.mark.parametrize("header,name,mirror", [
     ("motion_to_ctrl.cuh", "kMotionToCtrlThreads", "MOTION_TO_CTRL_THREADS"),
-    ("motion_to_ctrl.cuh", "kCounterWords", "COUNTER_WORDS"),
-    ("motion_to_ctrl.cuh", "kTicketWord", "TICKET_WORD"),
+    ("motion_to_ctrl.cuh", "kCounterBytes", "COUNTER_BYTES"),
+    ("motion_to_ctrl.cuh", "kTicketByte", "TICKET_BYTE"),
     ("record_qpos.cuh", "kRecordQposThreads", "RECORD_QPOS_THREADS"),
     ("render_tiles.cuh", "kRenderThreads", "RENDER_THREADS"),
     ("render_tiles.cuh", "kRefitThreads", "REFIT_THREADS"),
@@ -44,12 +44,16 @@ def test_python_mirror_equals_the_headers(header, name, mirror):
     assert getattr(launch_plan, mirror) == _constant(os.path.join(KERNELS, header), name)
 
 
-def test_new_step_counter_has_the_planned_layout():
-    c = flycuda.new_step_counter("cpu", 7)
-    assert c.tolist() == [7, 0] and c.shape == (2,) and c.storage_offset() == 0
-    assert c.untyped_storage().nbytes() == 8 * launch_plan.COUNTER_WORDS == 8 * ops._COUNTER_WORDS
-    assert launch_plan.step_has_ticket(c)
-    assert torch.as_strided(c, (2,), (1,), launch_plan.TICKET_WORD).tolist() == [0, 0]
+@pytest.mark.parametrize("start", [7, -3, 2 ** 62])
+def test_new_step_counter_has_the_planned_layout(start):
+    c = flycuda.new_step_counter("cpu", start)
+    assert c.tolist() == [start, 0] and c.shape == (2,) and c.storage_offset() == 0 and c.dtype == torch.int64
+    assert c.untyped_storage().nbytes() == launch_plan.COUNTER_BYTES == ops._COUNTER_BYTES == 20
+    assert launch_plan.step_has_ticket(c) and launch_plan.ticket_of(c).tolist() == [0]
+    with pytest.raises(RuntimeError):  # no int64 view of the storage covers the ticket
+        torch.as_strided(c, (3,), (1,), 0)
+    with pytest.raises(ValueError, match="no hidden ticket"):
+        launch_plan.ticket_of(c.clone())
 
 
 @pytest.mark.parametrize("W,D,advance,ticket", [(0, 5, 0, True), (0, 5, 2, True), (0, 5, 2, False), (1, 1, 1, True),

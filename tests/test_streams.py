@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import flycuda
-from flycuda import streams
+from flycuda import launch_plan, streams
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What starts a Warp capture or hands torch's stream to Warp. (torch.cuda.graph is
@@ -74,15 +74,19 @@ def test_capture_on_legacy_stream_is_refused_clearly():
 
 
 @pytest.mark.needs_cuda
-@pytest.mark.parametrize("size", [1, 2])
-def test_fused_launches_on_two_counters_and_streams_overlap(size):
-    """Counters side by side in memory (as torch's allocator would place them),
-    launches alternating between two streams with no ordering between them."""
+@pytest.mark.parametrize("kind", ["sliced-1", "sliced-2", "new_step_counter"])
+def test_fused_launches_on_two_counters_and_streams_overlap(kind):
+    """Two counters, launches alternating between two streams with no ordering between
+    them: [1] or [2] counters side by side in one buffer (unfused: a [2] sliced from
+    a bigger buffer is not mistaken for a new_step_counter, whose ticket would be the
+    other counter's step), or two new_step_counters (fused, a ticket each)."""
     W, D, T, reps = 4096, 42, 600, 250  # 672 blocks per launch
     motion = torch.arange(T, dtype=torch.float32).view(1, T, 1).expand(1, T, D).contiguous().cuda()
     ids = torch.arange(D, device="cuda")
+    size = 1 if kind == "sliced-1" else 2
     store = torch.zeros(2 * size, dtype=torch.int64, device="cuda")
-    counters = [store[:size], store[size:]]
+    counters = ([store[:size], store[size:]] if kind != "new_step_counter"
+                else [flycuda.new_step_counter("cuda"), flycuda.new_step_counter("cuda")])
     ctrls = [torch.full((W, D), -1.0, device="cuda") for _ in range(2)]
     hist = [torch.zeros(reps, dtype=torch.float32, device="cuda") for _ in range(2)]
     pair = [torch.cuda.Stream(), torch.cuda.Stream()]
@@ -98,6 +102,8 @@ def test_fused_launches_on_two_counters_and_streams_overlap(size):
         assert int(counters[i][0]) == reps
         if size == 2:
             assert int(counters[i][1]) == 0
+        if kind == "new_step_counter":
+            assert launch_plan.ticket_of(counters[i]).tolist() == [0]
         assert torch.equal(hist[i].cpu(), torch.arange(reps, dtype=torch.float32))
 
 

@@ -32,8 +32,7 @@ void launch(const char* op, const Frames frames, at::Tensor& step, at::Tensor& c
   const kernels::MotionToCtrlPlan plan = kernels::plan_motion_to_ctrl(W, D, advance, counter_has_ticket(step));
   int64_t* counter = step.data_ptr<int64_t>();
   if (plan.run_kernel) {
-    unsigned int* ticket =
-        plan.fused ? reinterpret_cast<unsigned int*>(counter + kernels::kTicketWord) : nullptr;
+    unsigned int* ticket = plan.fused ? kernels::counter_ticket(counter) : nullptr;
     const at::ScalarType offset_type = offsets.has_value() ? offsets->scalar_type() : at::kFloat;
     AT_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "motion_to_ctrl_cuda", [&] {
       AT_DISPATCH_FLOATING_TYPES(offset_type, "motion_to_ctrl_cuda", [&] {

@@ -89,19 +89,19 @@ void with_index_type(const Array& a, F&& f) {
 // As csrc/cuda/motion_to_ctrl.cu: the launch plan of csrc/kernels/motion_to_ctrl.cuh
 // (fused with the advance when the counter carries the hidden ticket, else followed
 // by a one-thread advance). `counter` is the counter's whole storage of
-// `counter_words` int64 (the view is its first `counter_numel` at offset 0). The
+// `counter_bytes` bytes (the view is its first `counter_numel` int64 at offset 0). The
 // case's "motion" (float32 [M, T, D]) or "coeffs" (float64 [M, T, 4, D],
 // spline_to_ctrl) picks the kernel's Frames.
 template <typename Frames>
 void launch_frames(Case& c, const Frames frames, int64_t* counter, int64_t counter_numel,
-                   int64_t counter_words, float* ctrl) {
+                   int64_t counter_bytes, float* ctrl) {
   const int64_t D = frames.D, W = c.i64("W");
   const int64_t advance = c.i64("advance");
   const k::MotionToCtrlPlan plan =
-      k::plan_motion_to_ctrl(W, D, advance, k::counter_has_ticket(counter_numel, 0, counter_words));
+      k::plan_motion_to_ctrl(W, D, advance, k::counter_has_ticket(counter_numel, 0, counter_bytes));
   if (plan.too_large) throw std::runtime_error("motion_to_ctrl: W * D too large");
   if (plan.run_kernel) {
-    unsigned int* ticket = plan.fused ? reinterpret_cast<unsigned int*>(counter + k::kTicketWord) : nullptr;
+    unsigned int* ticket = plan.fused ? k::counter_ticket(counter) : nullptr;
     const std::string odt = c.has("offsets") ? c.arr("offsets").descr : "<f4";
     with_index_type(c.arr("act_ids"), [&](auto* index_tag) {
       using index_t = std::remove_pointer_t<decltype(index_tag)>;
@@ -125,31 +125,33 @@ void launch_frames(Case& c, const Frames frames, int64_t* counter, int64_t count
   if (plan.advance_kernel) launch(dim3(1), dim3(1), 0, nullptr, k::advance_step_kernel, counter, advance);
 }
 
-void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_numel, int64_t counter_words, float* ctrl) {
+void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_numel, int64_t counter_bytes, float* ctrl) {
   if (c.has("coeffs")) {
     Array& a = c.arr("coeffs");
     if (a.descr != "<f8" || a.shape.size() != 4 || a.shape[2] != 4)
       throw std::runtime_error("spline_to_ctrl: coeffs must be float64 [M, T, 4, D], got " + a.descr);
     const flycuda::SplineFrames frames{a.data<double>(), a.shape[0], a.shape[1], a.shape[3]};
-    launch_frames(c, frames, counter, counter_numel, counter_words, ctrl);
+    launch_frames(c, frames, counter, counter_numel, counter_bytes, ctrl);
   } else {
     Array& a = c.arr("motion");
     const flycuda::LinearFrames frames{a.data<float>(), a.shape[0], a.shape[1], a.shape[2]};
-    launch_frames(c, frames, counter, counter_numel, counter_words, ctrl);
+    launch_frames(c, frames, counter, counter_numel, counter_bytes, ctrl);
   }
 }
 
 void run_motion_to_ctrl(Case& c) {
-  Array& counter = c.arr("counter");  // the counter's whole storage
+  Array& counter = c.arr("counter");  // the counter's whole storage, padded to whole int64
   const int64_t numel = c.scalars.count("counter_numel") ? c.i64("counter_numel") : counter.numel();
-  launch_motion_to_ctrl(c, counter.data<int64_t>(), numel, counter.numel(),
+  const int64_t bytes = c.scalars.count("counter_bytes") ? c.i64("counter_bytes") : 8 * counter.numel();
+  if (bytes > 8 * counter.numel()) throw std::runtime_error("motion_to_ctrl: counter_bytes past the array");
+  launch_motion_to_ctrl(c, counter.data<int64_t>(), numel, bytes,
                         c.arr("ctrl").data<float>() + c.i64("ctrl_offset"));
   c.save("ctrl");
   c.save("counter");
 }
 
-// Two fused launches on different counters (counter A at counters[0:4], B at
-// counters[b_at:b_at+4], each a new_step_counter's storage), from two host threads ("streams") that start together,
+// Two fused launches on different counters (counter A at counters[0:3], B at
+// counters[b_at:b_at+3], each a new_step_counter's 20 bytes, padded), from two host threads ("streams") that start together,
 // `reps` times each. Every launch must read its counter before the advance in
 // every block (checked on ctrl: motion[0, s, d] is unique per frame) and
 // advance it exactly once.
@@ -170,7 +172,7 @@ void run_motion_to_ctrl_overlap(Case& c) {
     while (ready.load() < 2) std::this_thread::yield();
     for (int64_t r = 0; r < reps; ++r) {
       const int64_t s = counter[0];  // stream order: the previous launch has finished
-      launch_motion_to_ctrl(c, counter, 2, k::kCounterWords, ctrl[i].data());
+      launch_motion_to_ctrl(c, counter, 2, k::kCounterBytes, ctrl[i].data());
       bool ok = counter[0] == s + 1;
       for (int64_t w = 0; w < W; ++w)
         for (int64_t d = 0; d < D; ++d) ok = ok && ctrl[i][w * nu + d] == motion[s * D + d];

@@ -15,11 +15,15 @@
 //
 // The step counter and the fused advance (advance > 0):
 // flycuda.new_step_counter makes an int64 [2] view at offset 0 of a storage of
-// kCounterWords int64. Element 0 is the step; element 1 is reserved (unused; kept so
-// that existing [2] counters and `int(step[0])` keep working). Words 2.. are hidden:
-// no op on the [2] tensor (step += k, fill_, copy_, clone, indexing) can reach them;
-// only the storage itself can (untyped_storage(), as_strided, set_). Word 2's low 32
-// bits are the ticket of the fused advance, 0 between launches.
+// kCounterBytes = 20 bytes: element 0 is the step; element 1 is reserved (unused;
+// kept so that existing [2] counters and `int(step[0])` keep working); bytes 16..19
+// are the ticket of the fused advance (unsigned 32-bit), 0 between launches. No op
+// on the [2] tensor (step += k, fill_, copy_, clone, indexing) can reach the ticket,
+// and no int64 view of the storage can cover it either (an element there would need
+// bytes 16..23): only the storage's bytes themselves can. A 20-byte storage under an
+// int64 tensor is also what tells a new_step_counter from a [2] that a user sliced
+// out of a bigger buffer (such as torch.zeros(4)[:2], whose "hidden" words would be
+// someone else's data).
 //
 // In a fused launch every thread reads step first; each block, after
 // __syncthreads, takes one ticket with `atomicInc(ticket, gridDim.x - 1)` (CUDA's
@@ -136,15 +140,20 @@ namespace kernels {
 // --- the launch plan: read by the .cu launcher, the CPU twin and the emulator driver ---
 
 constexpr int kMotionToCtrlThreads = 256;
-constexpr int64_t kCounterWords = 4;  // storage of a new_step_counter: [step, reserved, ticket, spare]
-constexpr int64_t kTicketWord = 2;    // the hidden ticket (its low 32 bits, as unsigned int)
+constexpr int64_t kCounterBytes = 20;  // storage of a new_step_counter: step, reserved (int64), ticket (uint32)
+constexpr int64_t kTicketByte = 16;    // where the ticket starts
 
 // Does a counter (an int64 [numel] view at `storage_offset` of a storage of
-// `storage_numel` int64) carry the hidden ticket? Exactly the layout
+// `storage_bytes` bytes) carry the hidden ticket? Exactly the layout
 // new_step_counter makes.
 FLYCUDA_HOST_DEVICE inline bool counter_has_ticket(int64_t numel, int64_t storage_offset,
-                                                   int64_t storage_numel) {
-  return numel == 2 && storage_offset == 0 && storage_numel == kCounterWords;
+                                                   int64_t storage_bytes) {
+  return numel == 2 && storage_offset == 0 && storage_bytes == kCounterBytes;
+}
+
+// The ticket of a counter that has one.
+FLYCUDA_HOST_DEVICE inline unsigned int* counter_ticket(int64_t* counter) {
+  return reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned char*>(counter) + kTicketByte);
 }
 
 struct MotionToCtrlPlan {

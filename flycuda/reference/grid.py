@@ -166,11 +166,11 @@ def _motion_to_ctrl_body(ctx, frames, step, ticket, ctrl, act_ids, offsets, W, n
 
 
 def _atomic_inc(word: torch.Tensor, val: int) -> int:
-    """CUDA's atomicInc on the low 32 bits of an int64 word (little-endian):
+    """CUDA's atomicInc on an unsigned 32-bit word (held in an int32 [1] view):
     ``old >= val ? 0 : old + 1``; returns old. (Blocks run one at a time here.)"""
-    v = int(word[0])
-    old = v & 0xFFFFFFFF
-    word[0] = _as_int64(((v & ~0xFFFFFFFF) & 0xFFFFFFFFFFFFFFFF) | (0 if old >= val else old + 1))
+    old = int(word[0]) & 0xFFFFFFFF
+    new = 0 if old >= val else old + 1
+    word[0] = new - (1 << 32) if new >= (1 << 31) else new
     return old
 
 
@@ -181,11 +181,6 @@ def _motion_to_ctrl_advance(ctx, frames, step, ticket, ctrl, act_ids, offsets, W
             step[0] = ctx.regs["s"] + advance
 
 
-def _as_int64(u: int) -> int:
-    """An unsigned 64-bit value as the int64 that holds the same bits."""
-    return u - (1 << 64) if u >= (1 << 63) else u
-
-
 def _launch_frames(frames, step, ctrl, act_ids, offsets, frames_per_step, mode, advance, threads):
     """As csrc/cuda/motion_to_ctrl.cu ``launch``, by the launch plan
     (:func:`flycuda.launch_plan.plan_motion_to_ctrl`): fused with the advance for a
@@ -193,8 +188,7 @@ def _launch_frames(frames, step, ctrl, act_ids, offsets, frames_per_step, mode, 
     W, nu = ctrl.shape
     plan = launch_plan.plan_motion_to_ctrl(W, frames[1], advance, launch_plan.step_has_ticket(step), threads)
     if plan.run_kernel:
-        ticket = (torch.as_strided(step, (1,), (1,), step.storage_offset() + launch_plan.TICKET_WORD)
-                  if plan.fused else None)
+        ticket = launch_plan.ticket_of(step) if plan.fused else None
         launch([_motion_to_ctrl_body, _motion_to_ctrl_advance], plan.blocks, plan.threads, frames, step,
                ticket, ctrl, act_ids, offsets, W, nu, float(frames_per_step), mode == "loop",
                int(advance) if plan.fused else 0)
