@@ -128,8 +128,7 @@ def emu_atomics(W: int) -> tuple[str, str]:
                         ctrl_s0=D, ctrl_s1=1)
         case.array("motion", torch.zeros(1, 4, D)).array("act_ids", torch.arange(D))
         case.array("ctrl", torch.zeros(W * D))
-        base, _, _ = emu.base_of(counter)
-        case.arrays["counter"], case.scalars["counter_numel"] = base, counter.numel()
+        case.counter(counter)
         emu.run([case], "plain")
         log = case.out["launches"]  # (blocks, atomics, max per block) per launch
         out.append(f"{int(log[:, 1].sum())} in {len(log)} launch(es), <= {int(log[:, 2].max())}/block")

@@ -152,6 +152,19 @@ class Case:
             self.scalars[f"{prefix}_s{i}"] = s
         return self
 
+    def counter(self, counter: torch.Tensor) -> "Case":
+        """A step counter as the driver takes it: its whole storage's bytes (a
+        new_step_counter's hidden ticket included) padded to whole int64 as
+        ``counter``, the storage's size in bytes and the view's size as scalars."""
+        assert counter.storage_offset() == 0
+        storage = counter.untyped_storage()
+        raw = torch.zeros(-(-storage.nbytes() // 8) * 8, dtype=torch.uint8)
+        raw[:storage.nbytes()] = torch.empty(0, dtype=torch.uint8).set_(storage.cpu(), 0, (storage.nbytes(),), (1,))
+        self.arrays["counter"] = raw.view(torch.int64).numpy().copy()
+        self.scalars["counter_numel"] = counter.numel()
+        self.scalars["counter_bytes"] = storage.nbytes()
+        return self
+
     def write(self, path: str) -> None:
         os.makedirs(path)
         with open(os.path.join(path, "case.txt"), "w") as f:

@@ -65,17 +65,7 @@ def _counter(size: int, value: int) -> torch.Tensor:
 
 
 def _put_counter(case: emu.Case, counter: torch.Tensor) -> emu.Case:
-    """The counter as the driver takes it: its whole storage's bytes (a
-    new_step_counter's hidden ticket included), padded to whole int64, the storage's
-    size in bytes and the view's size."""
-    assert counter.storage_offset() == 0
-    storage = counter.untyped_storage()
-    raw = torch.zeros(-(-storage.nbytes() // 8) * 8, dtype=torch.uint8)
-    raw[:storage.nbytes()] = torch.empty(0, dtype=torch.uint8).set_(storage.cpu(), 0, (storage.nbytes(),), (1,))
-    case.arrays["counter"] = raw.view(torch.int64).numpy().copy()
-    case.scalars["counter_numel"] = counter.numel()
-    case.scalars["counter_bytes"] = storage.nbytes()
-    return case
+    return case.counter(counter)
 
 
 def _ticket_out(case: emu.Case) -> int:
