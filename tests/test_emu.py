@@ -350,6 +350,11 @@ def test_render_tiles(sanitizer, request):
         if tr.timers is not None:  # ns here; every block wrote its row
             tim = case.out["timers"]
             assert tim.shape == tr.timers.shape and (tim >= 0).all() and (tim[:, 2] > 0).all()
+            # the emulator counts every thread's atomics: two atomicAdd per thread of a full block
+            render_launch = case.out["launches"][-1]  # (blocks, atomics, max per block)
+            assert int(render_launch[0]) == len(tim) and int(render_launch[2]) == 2 * launch_plan.RENDER_THREADS
+        else:
+            assert int(case.out["launches"][:, 1].sum()) == 0
         if tr.seg is not None:
             assert len(torch.unique(tr.seg)) >= 3, "the case must see several geoms"
         if tr.rgb is not None and tr.depth is not None and tr.seg is not None and not tr.cols:
