@@ -32,8 +32,11 @@
 // step + advance; atomicInc has already wrapped the ticket back to 0 by then. The
 // kernel never reads the visible words 1.. or trusts a value the user wrote: any
 // step the user sets (step += k, fill_(-1), step -= 1 at 0, start=-k then += k) is
-// simply the step that the launch reads and advances. A counter without hidden
-// words (a plain [1], a clone, a [2] that new_step_counter did not make) takes the
+// simply the step that the launch reads and advances. The ticket is left non-zero
+// only by a write to the storage's raw bytes (untyped_storage(), a uint8 view set_
+// on it) or by a launch that never finished (a device fault, after which the CUDA
+// context is unusable anyway). A counter without the hidden ticket (a plain [1], a
+// clone, a [2] that new_step_counter did not make) takes the
 // unfused plan: the kernel, then a one-thread advance_step launch on the same
 // stream. Launches on different counters share nothing, so they may overlap on any
 // streams; one counter must not be used by two launches at once.
