@@ -15,7 +15,7 @@ void check_advance_step(const at::Tensor& step) {
 
 namespace {
 
-void advance_step_cpu(at::Tensor& step,  // [1]
+void advance_step_cpu(at::Tensor& step,  // [1] or [2]
                       int64_t n) {
   check_advance_step(step);
   step.data_ptr<int64_t>()[0] += n;

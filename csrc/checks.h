@@ -19,7 +19,7 @@ enum class FrameMode : int { Clamp = 0, Loop = 1 };
 // `check_values` also validates the entries of act_ids (range, duplicates),
 // which needs a device-to-host copy on CUDA; it is skipped during capture.
 FrameMode check_motion_to_ctrl(const at::Tensor& motion,                 // [M, T, D]
-                               const at::Tensor& step,                   // [1]
+                               const at::Tensor& step,                   // [1] or [2]
                                const at::Tensor& ctrl,                   // [W, nu]
                                const at::Tensor& act_ids,                // [D]
                                const c10::optional<at::Tensor>& offsets, // [W]
@@ -35,7 +35,11 @@ FrameMode check_spline_to_ctrl(const at::Tensor& coeffs,                 // [M, 
                                double frames_per_step, c10::string_view mode,
                                int64_t advance, bool check_values);
 
-void check_advance_step(const at::Tensor& step);  // [1]
+// Does a step counter carry the fused advance's hidden ticket: an int64 [2] view at
+// offset 0 of a storage of kernels::kCounterBytes bytes (what new_step_counter makes)?
+bool counter_has_ticket(const at::Tensor& step);  // [1] or [2]
+
+void check_advance_step(const at::Tensor& step);  // [1] or [2]
 
 // The record family: validates every argument and returns the launch plan
 // (kernels/record_qpos.cuh) that the CPU twin, the CUDA launcher and the

@@ -48,8 +48,10 @@
                 "argument '" #x "' must have dtype Int or Long, got ",       \
                 (x).scalar_type())
 
-// The step counter: int64 [1] = {step}, or [2] = {step, ticket} (the ticket
-// lets motion_to_ctrl fuse its advance into one launch; it is 0 between calls).
+// The step counter: int64 [1] = {step}, or [2] = {step, reserved}. A [2] from
+// new_step_counter also carries a hidden ticket beyond the view (its storage is
+// kernels::kCounterBytes long) that lets motion_to_ctrl fuse its advance into one
+// launch; see csrc/kernels/motion_to_ctrl.cuh.
 #define CHECK_COUNTER(x)                                                     \
   FLYCUDA_CHECK((x).scalar_type() == at::kLong && (x).dim() == 1 &&            \
                     ((x).size(0) == 1 || (x).size(0) == 2) && (x).is_contiguous(), \

@@ -4,9 +4,11 @@
 // spline_to_ctrl: ctrl[w, act_ids[d]] = cubic(coeffs[m, i0, 0..3, d], a)
 //   for all w, d, where (i0, i1, a) = sample_frame(offsets[w], step[0],
 //   frames_per_step, T, loop) and m = 0 if M == 1 else w. Then step[0] += advance.
+// Frame sampling and the launch plan: csrc/kernels/motion_to_ctrl.cuh (shared with
+// the CUDA kernel and the emulator).
 #include "checks.h"
 #include "common.h"
-#include "motion_to_ctrl.h"
+#include "kernels/motion_to_ctrl.cuh"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -15,6 +17,11 @@
 #include <cmath>
 
 namespace flycuda {
+
+bool counter_has_ticket(const at::Tensor& step) {
+  return kernels::counter_has_ticket(step.numel(), step.storage_offset(),
+                                     static_cast<int64_t>(step.storage().nbytes()));
+}
 
 namespace {
 
@@ -45,9 +52,16 @@ FrameMode check_the_rest(const char* kOpName, int64_t D, const at::Tensor& step,
   CHECK_DIM(act_ids, 1);
   CHECK_SIZE(act_ids, 0, D);
   CHECK_CONTIGUOUS(act_ids);
-  // step: int64 [1] or [2] (with the fused advance's ticket) on the same device.
+  // step: int64 [1] or [2] on the same device (new_step_counter's [2] carries the
+  // fused advance's hidden ticket).
   CHECK_SAME_DEVICE(step, ctrl);
   CHECK_COUNTER(step);
+  // The launch plan (the same on CPU and CUDA): both refuse what CUDA cannot launch.
+  const kernels::MotionToCtrlPlan plan =
+      kernels::plan_motion_to_ctrl(ctrl.size(0), D, advance, counter_has_ticket(step));
+  FLYCUDA_CHECK(!plan.too_large, "W * D = ", ctrl.size(0), " * ", D, " = ", ctrl.size(0) * D,
+                " needs ", plan.blocks, " blocks of ", plan.threads, " threads, more than a grid holds (",
+                INT32_MAX, ")");
   // offsets: [W] float32/float64.
   if (offsets_opt.has_value()) {
     const at::Tensor& offsets = *offsets_opt;
@@ -140,13 +154,15 @@ void motion_to_ctrl_cpu_kernel(const Frames frames,      // [M, T, (4,) D]
 }
 
 // Runs the kernel for either op (inputs already checked), then advances the
-// counter after every world has read it. The CPU has no ticket to take: a [2]
-// counter's step[1] is left as it is.
+// counter after every world has read it, as the launch plan says (fused or by a
+// second launch on CUDA: one addition here either way). A new_step_counter's hidden
+// ticket is not touched: the CPU has no blocks to count.
 template <typename Frames>
 void run_cpu(const Frames frames, at::Tensor& step, at::Tensor& ctrl, const at::Tensor& act_ids,
              const c10::optional<at::Tensor>& offsets, double frames_per_step, FrameMode fm,
              int64_t advance) {
   const int64_t W = ctrl.size(0), D = frames.D;
+  const kernels::MotionToCtrlPlan plan = kernels::plan_motion_to_ctrl(W, D, advance, counter_has_ticket(step));
   int64_t* counter = step.data_ptr<int64_t>();
   if (W > 0 && D > 0) {
     const at::ScalarType offset_type =
@@ -160,11 +176,11 @@ void run_cpu(const Frames frames, at::Tensor& step, at::Tensor& ctrl, const at::
       });
     });
   }
-  counter[0] += advance;
+  if (plan.fused || plan.advance_kernel) counter[0] += advance;
 }
 
 void motion_to_ctrl_cpu(const at::Tensor& motion,   // [M, T, D]
-                        at::Tensor& step,           // [1] or [2]
+                        at::Tensor& step,           // [1] or [2] (new_step_counter: hidden ticket)
                         at::Tensor& ctrl,           // [W, nu]
                         const at::Tensor& act_ids,  // [D]
                         const c10::optional<at::Tensor>& offsets,  // [W]
@@ -177,7 +193,7 @@ void motion_to_ctrl_cpu(const at::Tensor& motion,   // [M, T, D]
 }
 
 void spline_to_ctrl_cpu(const at::Tensor& coeffs,   // [M, T, 4, D]
-                        at::Tensor& step,           // [1] or [2]
+                        at::Tensor& step,           // [1] or [2] (new_step_counter: hidden ticket)
                         at::Tensor& ctrl,           // [W, nu]
                         const at::Tensor& act_ids,  // [D]
                         const c10::optional<at::Tensor>& offsets,  // [W]

@@ -25,6 +25,10 @@ PyObject* PyInit__C(void) {
 FLYCUDA_LIBRARY(m) {
   // ctrl[w, act_ids[d]] = motion[m(w), f(w), d] interpolated at the frame
   // f(w) = offsets[w] + step[0] * frames_per_step; then step += advance.
+  // Argument names are the wrappers' (flycuda/ops.py; tests/test_launch_plan.py
+  // holds them equal), but for `frame_mode` (the wrappers' `mode`): torch's
+  // dispatch to modes (redirect_to_mode) takes a keyword `mode` of its own, and an
+  // op argument of that name breaks torch.compile's AOT dispatch.
   m.def(
       "motion_to_ctrl(Tensor motion, Tensor(a!) step, Tensor(b!) ctrl, "
       "Tensor act_ids, Tensor? offsets, float frames_per_step, str frame_mode, "
@@ -54,7 +58,7 @@ FLYCUDA_LIBRARY(m) {
       "Tensor worlds, Tensor geom_ids, Tensor geom_info, Tensor geom_param, Tensor bvh_bounds, "
       "Tensor bvh_index, Tensor tris, Tensor top_index, Tensor unbounded, Tensor lights, "
       "Tensor headlight, float fovy, float zfar, "
-      "int samples, bool shadows, int height, int width, int mosaic_cols, bool check_indices, "
+      "int samples, bool shadows, int height, int width, int mosaic_cols, bool check, "
       "Tensor(a!) rgb, "
       "Tensor(b!) depth, Tensor(c!) seg, Tensor(d!) top_bounds, Tensor(e!) timers) -> ()");
 }

@@ -2,6 +2,7 @@
 // The per-pixel code is csrc/render_tiles.h, shared with the CUDA impl.
 #include "checks.h"
 #include "common.h"
+#include "kernels/render_tiles.cuh"
 #include "render_views.h"
 
 #include <ATen/ATen.h>
@@ -168,8 +169,9 @@ void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat
   check_output(kOpName, seg, "seg", at::kInt, {S, height, width});
   check_output(kOpName, top_bounds, "top_bounds", at::kFloat, {S, top_index.size(0), 6});
   const int64_t tiles = (rgb.numel() && mosaic_cols > 0) ? cdiv(S, mosaic_cols) * mosaic_cols : S;
-  check_output(kOpName, timers, "timers", at::kLong,
-               {cdiv(tiles * height * width, render::kChunk), render::kTimers});
+  const kernels::RenderPlan plan = kernels::plan_render_tiles(tiles, height, width, S);
+  FLYCUDA_CHECK(!plan.too_large, "too many pixels (", plan.pixels, ") for one launch");
+  check_output(kOpName, timers, "timers", at::kLong, {plan.blocks, render::kTimers});
 }
 
 void check_render_tiles_indices(const at::Tensor& geom_xpos, const at::Tensor& worlds,
@@ -210,13 +212,13 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
                       const at::Tensor& unbounded, const at::Tensor& lights,
                       const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
                       bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,
-                      bool check_indices, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
+                      bool check, at::Tensor& rgb, at::Tensor& depth, at::Tensor& seg,
                       at::Tensor& top_bounds, at::Tensor& timers) {
   // Check inputs.
   check_render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                      bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight, fovy, zfar, samples, height,
                      width, mosaic_cols, rgb, depth, seg, top_bounds, timers);
-  if (check_indices) {
+  if (check) {
     check_render_tiles_indices(geom_xpos, worlds, geom_ids, geom_info, geom_param, bvh_bounds, bvh_index,
                                tris, top_index, unbounded);
   }
@@ -241,14 +243,15 @@ void render_tiles_cpu(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
     });
     sc.top_bounds = tb;
   }
-  // Run the kernel: chunks of kChunk pixels (as the CUDA blocks), in parallel.
-  const int64_t n = tiles * height * width;
+  // Run the kernel: the plan's blocks of pixels (as the CUDA blocks), in parallel.
+  const kernels::RenderPlan plan = kernels::plan_render_tiles(tiles, height, width, S);
+  const int64_t n = plan.pixels, per = plan.threads;
   int64_t* tim = timers.numel() ? timers.data_ptr<int64_t>() : nullptr;
-  at::parallel_for(0, cdiv(n, render::kChunk), /*grain_size=*/1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, plan.blocks, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
     for (int64_t chunk = begin; chunk < end; ++chunk) {
       int64_t stage[2] = {0, 0};
       const int64_t start = tim ? render::now() : 0;
-      for (int64_t idx = chunk * render::kChunk; idx < std::min(n, (chunk + 1) * render::kChunk); ++idx) {
+      for (int64_t idx = chunk * per; idx < std::min(n, (chunk + 1) * per); ++idx) {
         const int64_t px = idx % width, py = (idx / width) % height, s = idx / (width * height);
         const int64_t w = render::tile_world(wsel, s, S, sc.nworld);
         if (w < 0) {  // an empty mosaic cell, or a bad world id (check=False)

@@ -44,21 +44,25 @@ def _import_warp():
 
 
 def warp_device_for(device: str | torch.device | None) -> str:
-    """Warp's device name for a torch-style device ("cpu", "cuda", "cuda:1");
-    None picks CUDA when a GPU is visible to Warp and torch and flycuda was built
-    with its CUDA kernels (not with FLYCUDA_FORCE_CPU=1), else the CPU."""
+    """Warp's device name for a torch-style device ("cpu", "cuda", "cuda:1"). A
+    "cuda" without an index is torch's current CUDA device (``torch.cuda.current_device()``,
+    as torch itself reads it), not cuda:0. None picks the current CUDA device when a
+    GPU is visible to Warp and torch and flycuda was built with its CUDA kernels (not
+    with FLYCUDA_FORCE_CPU=1), else the CPU."""
     from ._ext import has_cuda_ops
 
     wp, _ = _import_warp()
     if device is None:
-        return "cuda:0" if wp.is_cuda_available() and torch.cuda.is_available() and has_cuda_ops() else "cpu"
+        if wp.is_cuda_available() and torch.cuda.is_available() and has_cuda_ops():
+            return f"cuda:{torch.cuda.current_device()}"
+        return "cpu"
     dev = torch.device(device)
     if dev.type == "cpu":
         return "cpu"
     if dev.type == "cuda":
         if not wp.is_cuda_available():
             raise BridgeError("device cuda was asked for but Warp sees no CUDA device")
-        return f"cuda:{dev.index or 0}"
+        return f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}"
     raise BridgeError(f"device must be cpu or cuda, got {device}")
 
 

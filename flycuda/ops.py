@@ -41,7 +41,7 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
     Args:
         motion: float32 [M, T, D], contiguous; M == 1 (shared) or M == W.
         step: int64 step counter on the same device (never read on the host):
-            [2] = {step, ticket} from :func:`new_step_counter`, or a plain [1].
+            [2] from :func:`new_step_counter` (``step[0]`` is the step), or a plain [1].
         ctrl: float32 [W, nu], written in place at columns ``act_ids`` only. Any
             strides (e.g. a row-strided view of MuJoCo Warp's ``Data.ctrl``), but
             no overlapping memory.
@@ -52,11 +52,12 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
             timestep); finite.
         mode: ``"clamp"`` or ``"loop"``.
         advance: if > 0, ``step[0] += advance`` after every world has read the
-            counter. With a [2] counter this happens in the same launch (one
-            kernel per step: the last block to take a ticket from ``step[1]``
-            advances); with a [1] counter a second, one-thread kernel follows
-            on the same stream. Either way nothing is shared between counters,
-            so calls on different counters may overlap on any streams.
+            counter. With a counter from :func:`new_step_counter` this happens in
+            the same launch (one kernel per step, one atomic per block: the last
+            block to take a ticket from the counter's hidden word advances); with
+            any other counter a second, one-thread kernel follows on the same
+            stream. Either way nothing is shared between counters, so calls on
+            different counters may overlap on any streams.
 
     Raises:
         RuntimeError: wrong dtype, rank, shape, device, contiguity, or act_ids
@@ -173,16 +174,29 @@ def record_chunk(source: torch.Tensor, columns: torch.Tensor, chunks: torch.Tens
 
 
 def new_step_counter(device: torch.device | str = "cpu", start: int = 0) -> torch.Tensor:
-    """A fresh step counter on ``device``: int64 [2] = {``start``, 0}.
+    """A fresh step counter on ``device``: int64 [2] = {``start``, reserved}.
 
-    ``step[0]`` is the step (read it with ``int(step[0])``); ``step[1]`` is the
-    ticket that lets :func:`motion_to_ctrl` fuse its advance into one launch.
-    It is 0 between calls; leave it alone (a ticket left non-zero by a write
-    to the whole counter, e.g. ``step += 1``, is recognised as stale and
-    ignored, since it carries the tag of another step). Every op also accepts
-    a plain [1]. One counter must not be used on two streams at once.
+    ``step[0]`` is the step (read it with ``int(step[0])``, set it with any tensor
+    op: ``step += k``, ``step.fill_(s)``, ``step.copy_(other)``). ``step[1]`` is
+    reserved: no op reads it, so any value there is harmless.
+
+    The tensor views the first 16 of the 20 bytes of its storage
+    (``launch_plan.COUNTER_BYTES``). Bytes 16..19 hold the ticket that lets
+    :func:`motion_to_ctrl` fuse its advance into its one launch (each block takes
+    one ticket with ``atomicInc``; the last block advances and the ticket wraps to
+    0 by itself). No op on the tensor reaches them, and no int64 view of the
+    storage can cover them, so no value a user writes to the counter can make a
+    launch read an advanced step or skip an advance. A counter without them (a
+    plain [1], ``step.clone()``, ``step.to(...)``, a [2] sliced from a bigger
+    buffer) is accepted by every op and advanced by a second one-thread launch
+    instead. One counter must not be used on two streams at once.
     """
-    return torch.tensor([int(start), 0], dtype=torch.int64, device=device)
+    raw = int(start).to_bytes(8, "little", signed=True) + bytes(_COUNTER_BYTES - 8)
+    buf = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(device)  # one copy to the device
+    return torch.empty(0, dtype=torch.int64, device=buf.device).set_(buf.untyped_storage(), 0, (2,), (1,))
+
+
+_COUNTER_BYTES = 20  # csrc/kernels/motion_to_ctrl.cuh kCounterBytes (flycuda.launch_plan.COUNTER_BYTES)
 
 
 def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torch.Tensor,
@@ -325,7 +339,7 @@ def _record_chunk_fake(source, columns, chunks, step, every):
 @torch.library.register_fake("flycuda::render_tiles")
 def _render_tiles_fake(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
                        bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight, fovy, zfar,
-                       samples, shadows, height, width, mosaic_cols, check_indices, rgb, depth, seg,
+                       samples, shadows, height, width, mosaic_cols, check, rgb, depth, seg,
                        top_bounds, timers):
     torch._check(geom_xpos.dim() == 3 and geom_xpos.dtype == torch.float32,
                  lambda: f"flycuda.render_tiles: argument 'geom_xpos' must be float32 [W, G, 3], got {geom_xpos.dtype} {tuple(geom_xpos.shape)}")

@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from . import streams
+from . import launch_plan, streams
 
 
 class RenderError(ValueError):
@@ -80,7 +80,7 @@ class TileRenderer:
         # Workspace: each tile's top-level BVH boxes, refit by every render.
         self.top_bounds = torch.empty(S, self.scene.top_index.shape[0], 6, device=dev)
         tiles_n = (math.ceil(S / self.cols) * self.cols) if (mosaic and rgb) else S
-        chunks = math.ceil(tiles_n * height * width / 128)
+        chunks = launch_plan.render_blocks(tiles_n * height * width)  # one row per CUDA block
         self.timers = torch.zeros(chunks, 3, dtype=torch.int64, device=dev) if timers else None
         self._validated = False  # the static scene's indices are checked on the first render
 

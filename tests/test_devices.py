@@ -64,8 +64,28 @@ def test_default_device_needs_cuda_kernels(monkeypatch):
     monkeypatch.setattr(_ext, "has_cuda_ops", lambda: False)
     assert bridge.warp_device_for(None) == "cpu"
     monkeypatch.setattr(_ext, "has_cuda_ops", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert bridge.warp_device_for(None) == "cuda:0"
     assert bridge.warp_device_for("cpu") == "cpu"
+
+
+@pytest.mark.needs_warp
+def test_cuda_means_the_current_device(monkeypatch):
+    """"cuda" (and None) is torch's current CUDA device, as torch reads it, not cuda:0;
+    an explicit index is kept."""
+    import warp as wp
+
+    from flycuda import _ext, bridge
+
+    monkeypatch.setattr(wp, "is_cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(_ext, "has_cuda_ops", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert bridge.warp_device_for("cuda") == "cuda:3"
+    assert bridge.warp_device_for(torch.device("cuda")) == "cuda:3"
+    assert bridge.warp_device_for(None) == "cuda:3"
+    assert bridge.warp_device_for("cuda:0") == "cuda:0"
+    assert bridge.warp_device_for("cuda:1") == "cuda:1"
 
 
 @pytest.mark.needs_cuda

@@ -13,8 +13,10 @@ Branches reached (csrc/kernels/):
     (sample_frame: clamp both ends, loop wrap below 0, non-finite -> frame 0,
     i1 past the end: wrap and clamp; blend a == 0 exact copy and a != 0);
     int32 and int64 act_ids; contiguous, row-strided and transposed ctrl; steps up
-    to 1e9; advance == 0, fused advance (counter [2], every block takes a ticket,
-    the last one advances) and the unfused [1] counter (second launch).
+    to 1e9; advance == 0, fused advance (new_step_counter: every block takes one
+    ticket from the hidden word, the last one advances) and the unfused [1] counter
+    (second launch); the atomics of every launch counted (one per block fused, none
+    unfused) at 1, 672 and 5000 blocks; every counter a user can write.
   motion_to_ctrl_kernel<SplineFrames> (spline_to_ctrl): the same cases with cubic
     pieces (cubic: a == 0 exact copy and a != 0; the loop's wrap piece).
   advance_step_kernel: counters [1] and [2], negative and huge n.
@@ -42,7 +44,7 @@ import pytest
 import torch
 
 import flycuda
-from flycuda import reference
+from flycuda import launch_plan, reference
 
 import emu_harness as emu
 from common import poison_like, strided_view
@@ -61,6 +63,26 @@ FLAVOURS = SANITIZERS + ["cov"]
 def _counter(size: int, value: int) -> torch.Tensor:
     c = flycuda.new_step_counter("cpu", value)
     return c if size == 2 else c[:1].clone()
+
+
+def _put_counter(case: emu.Case, counter: torch.Tensor) -> emu.Case:
+    return case.counter(counter)
+
+
+def _ticket_out(case: emu.Case) -> int:
+    """The hidden ticket after the run (bytes 16..19 of the counter's storage)."""
+    return int(case.out["counter"].view(torch.int32)[4])
+
+
+def _check_counter(case: emu.Case, cpu_counter: torch.Tensor, what) -> None:
+    """The emulated counter equals the CPU op's, and a new_step_counter's ticket is back
+    to 0 (it wrapped), the padding untouched."""
+    out, n = case.out["counter"], cpu_counter.numel()
+    assert torch.equal(out[:n], cpu_counter), f"counter: {what}"
+    if case.scalars["counter_bytes"] == launch_plan.COUNTER_BYTES:
+        assert len(out) == 3 and int(out[2]) == 0, f"ticket and padding: {what} {out.tolist()}"
+    else:
+        assert len(out) == n
 
 
 def _m2c_cases():
@@ -86,7 +108,8 @@ def _m2c_case(p):
     counter = _counter(p["csize"], p["step"])
     case = emu.Case("motion_to_ctrl", W=W, nu=nu, frames_per_step=float(p["fps"]),
                     loop=int(p["mode"] == "loop"), advance=p["advance"])
-    case.array("motion", motion).array("act_ids", act_ids).array("counter", counter)
+    case.array("motion", motion).array("act_ids", act_ids)
+    _put_counter(case, counter)
     if offsets is not None:
         case.array("offsets", offsets)
     case.strided("ctrl", ctrl, "ctrl")
@@ -107,10 +130,17 @@ def test_motion_to_ctrl(sanitizer):
     for p, (case, exp) in zip(params, built):
         got_parent = case.out["ctrl"].view(exp["parent_shape"])
         assert torch.equal(got_parent, exp["cpu_parent"]), f"ctrl differs from the CPU op: {p}"
-        assert torch.equal(case.out["counter"], exp["cpu_counter"]), f"counter: {p}"
+        _check_counter(case, exp["cpu_counter"], p)
         assert int(case.out["counter"][0]) == p["step"] + p["advance"]
-        if p["csize"] == 2:
-            assert int(case.out["counter"][1]) == 0, "the ticket must return to 0"
+        launches = case.out["launches"]  # (blocks, atomics, max per block) per launch
+        W, D = p["shape"][0], p["shape"][3]
+        plan = launch_plan.plan_motion_to_ctrl(W, D, p["advance"], p["csize"] == 2)
+        assert len(launches) == plan.run_kernel + plan.advance_kernel, f"launches: {p}"
+        if plan.fused:  # one ticket per block, nothing else
+            assert launches[0].tolist() == [plan.blocks, plan.blocks, 1], f"fused: {p}"
+        else:
+            assert int(launches[:, 1].sum()) == 0, f"unfused: {p}"
+        assert int(launches[:, 2].max()) <= 1, f"atomics per block: {p} {launches.tolist()}"
 
 
 def test_motion_to_ctrl_matches_reference():
@@ -143,7 +173,8 @@ def _s2c_case(p):
     counter = _counter(p["csize"], p["step"])
     case = emu.Case("spline_to_ctrl", W=W, nu=nu, frames_per_step=float(p["fps"]),
                     loop=int(p["mode"] == "loop"), advance=p["advance"])
-    case.array("coeffs", coeffs).array("act_ids", act_ids).array("counter", counter)
+    case.array("coeffs", coeffs).array("act_ids", act_ids)
+    _put_counter(case, counter)
     if offsets is not None:
         case.array("offsets", offsets)
     case.strided("ctrl", ctrl, "ctrl")
@@ -163,7 +194,7 @@ def test_spline_to_ctrl(sanitizer):
     emu.run([c for c, _ in built], sanitizer)
     for i, (p, (case, exp)) in enumerate(zip(params, built)):
         assert torch.equal(case.out["ctrl"].view(exp["parent_shape"]), exp["cpu_parent"]), f"ctrl: {p}"
-        assert torch.equal(case.out["counter"], exp["cpu_counter"]), f"counter: {p}"
+        _check_counter(case, exp["cpu_counter"], p)
         assert int(case.out["counter"][0]) == p["step"] + p["advance"]
         if i % 3 == 0 and sanitizer == "asan":
             W, nu = p["shape"][0], p["shape"][4]
@@ -181,22 +212,21 @@ def _view_of(parent, kind, nu):
 
 
 @pytest.mark.parametrize("sanitizer", FLAVOURS)
-@pytest.mark.parametrize("b_at", [2, 256], ids=["neighbours", "2KiB-apart"])
+@pytest.mark.parametrize("b_at", [3, 256], ids=["neighbours", "2KiB-apart"])
 def test_fused_advance_two_counters_overlapping(sanitizer, b_at):
     """Two fused launches on different counters, from two host threads at once, 40
     times each: every block reads the pre-advance step and each counter advances
-    exactly once per launch (tickets are per counter). The counters sit side by
-    side, or 2 KiB apart: where the former design's address-hashed ticket slots
-    collided (torch aligns allocations to 512 bytes)."""
+    exactly once per launch (tickets are per counter). The counters (each the
+    20 bytes of a new_step_counter, padded to 24) sit side by side, or 2 KiB apart."""
     W, D, reps, starts = 300, 7, 40, (5, 9)  # 2100 threads: 9 blocks per launch
     T = max(starts) + reps + 2
     motion = torch.randn(1, T, D)
     case = emu.Case("motion_to_ctrl_overlap", W=W, nu=D, frames_per_step=1.0, loop=0, advance=1,
                     reps=reps, ctrl_s0=D, ctrl_s1=1, b_at=b_at)
     case.array("motion", motion).array("act_ids", torch.arange(D))
-    counters = torch.full((b_at + 2,), -7, dtype=torch.int64)  # poison between the counters
-    counters[0:2] = torch.tensor([starts[0], 0])
-    counters[b_at:b_at + 2] = torch.tensor([starts[1], 0])
+    counters = torch.full((b_at + 3,), -7, dtype=torch.int64)  # poison between the counters
+    counters[0:3] = torch.tensor([starts[0], 0, 0])
+    counters[b_at:b_at + 3] = torch.tensor([starts[1], 0, 0])
     case.array("counters", counters)
     emu.run([case], sanitizer)
     assert case.out["wrong"].tolist() == [0, 0], "a block read an advanced counter or an advance was lost"
@@ -350,6 +380,11 @@ def test_render_tiles(sanitizer, request):
         if tr.timers is not None:  # ns here; every block wrote its row
             tim = case.out["timers"]
             assert tim.shape == tr.timers.shape and (tim >= 0).all() and (tim[:, 2] > 0).all()
+            # the emulator counts every thread's atomics: two atomicAdd per thread of a full block
+            render_launch = case.out["launches"][-1]  # (blocks, atomics, max per block)
+            assert int(render_launch[0]) == len(tim) and int(render_launch[2]) == 2 * launch_plan.RENDER_THREADS
+        else:
+            assert int(case.out["launches"][:, 1].sum()) == 0
         if tr.seg is not None:
             assert len(torch.unique(tr.seg)) >= 3, "the case must see several geoms"
         if tr.rgb is not None and tr.depth is not None and tr.seg is not None and not tr.cols:
@@ -391,20 +426,122 @@ def test_unmodelled_features_do_not_compile(feature, tmp_path):
     assert res.returncode != 0, f"{feature!r} compiled under the emulator"
 
 
-@pytest.mark.parametrize("ticket", [1, 5, 2 ** 40 + 3, -1], ids=["1", "5", "other-tag", "all-ones"])
-def test_fused_advance_ignores_a_stale_ticket(ticket):
-    """A ticket left non-zero by a write to the whole counter (step += 1, fill_, copy_,
-    an uninitialised counter) carries another step's tag (or none): the launch still
-    reads the pre-advance step in every block and advances exactly once."""
-    W, D, T, start = 300, 7, 40, 9  # 9 blocks
+# --- the fused advance: atomics per block, and every counter a user can write --------
+
+def _advance_case(W: int, D: int, counter: torch.Tensor, advance: int = 1, T: int = 64) -> emu.Case:
+    """motion_to_ctrl on [W, D] with motion[0, t, d] = t and every offset 20: each world's
+    ctrl reads 20 + the step it saw (clamped to [0, T-1]), so a block that read an
+    advanced step shows."""
     motion = torch.arange(T, dtype=torch.float32).view(1, T, 1).expand(1, T, D).contiguous()
-    case = emu.Case("motion_to_ctrl", W=W, nu=D, frames_per_step=1.0, loop=0, advance=2,
+    case = emu.Case("motion_to_ctrl", W=W, nu=D, frames_per_step=1.0, loop=0, advance=advance,
                     ctrl_offset=0, ctrl_s0=D, ctrl_s1=1)
-    case.array("motion", motion).array("act_ids", torch.arange(D))
-    case.array("counter", torch.tensor([start, ticket])).array("ctrl", poison_like(torch.empty(W * D)))
-    emu.run([case], "asan")
-    assert case.out["counter"].tolist() == [start + 2, 0]
-    assert torch.all(case.out["ctrl"] == start), "a block read an advanced step"
+    case.array("motion", motion).array("act_ids", torch.arange(D)).array("offsets", torch.full((W,), 20.0))
+    case.array("ctrl", torch.full((W * D,), -1.0))
+    return _put_counter(case, counter)
+
+
+def _expect_read(case: emu.Case, s: int, T: int = 64) -> None:
+    assert torch.all(case.out["ctrl"] == float(min(max(20 + s, 0), T - 1))), \
+        f"a block read another step than {s}: {torch.unique(case.out['ctrl']).tolist()}"
+
+
+@pytest.mark.parametrize("blocks,W,D", [(1, 6, 7), (672, 4096, 42), (5000, 32000, 40)],
+                         ids=["1-block", "672-blocks", "5000-blocks"])
+@pytest.mark.parametrize("counter", ["new_step_counter", "plain-1"])
+def test_fused_advance_atomics_per_block(blocks, W, D, counter):
+    """The emulator counts every atomic of every block: the fused advance takes one
+    (atomicInc) per block whatever the grid (1, 672 = 4096 worlds x 42 DOFs, 5000
+    blocks), the unfused path (a [1] counter) none; never more than 2 per block.
+    Every world reads the step of its launch and the counter advances once."""
+    assert launch_plan.cdiv(W * D, launch_plan.MOTION_TO_CTRL_THREADS) == blocks
+    step = flycuda.new_step_counter("cpu", 3) if counter == "new_step_counter" else torch.tensor([3])
+    case = _advance_case(W, D, step, advance=2)
+    emu.run([case], "asan", timeout=1200)
+    _expect_read(case, 3)
+    _check_counter(case, flycuda.new_step_counter("cpu", 5) if counter == "new_step_counter" else torch.tensor([5]),
+                   blocks)
+    launches = case.out["launches"]  # (blocks, atomics, max per block) per launch
+    per_block = launches[:, 2].sum()  # at most this many atomics in any one block over the op's launches
+    assert per_block <= 2, launches.tolist()
+    if counter == "new_step_counter":  # fused: one launch, one atomic per block
+        assert launches.tolist() == [[blocks, blocks, 1]]
+    else:  # the kernel, then the one-thread advance: no atomics
+        assert launches.tolist() == [[blocks, 0, 0], [1, 0, 0]]
+
+
+def _user_states():
+    """Counters as users write them (ordinary tensor ops on a new_step_counter), with
+    the step each then holds: the stale-ticket states of issue 19 among them."""
+    def plus(k):
+        c = flycuda.new_step_counter("cpu", 4)
+        c += k  # step[1] becomes k: 0 < k < blocks
+        return c
+
+    def fill():
+        c = flycuda.new_step_counter("cpu", 4)
+        c.fill_(-1)  # [-1, -1]
+        return c
+
+    def minus_at_zero():
+        c = flycuda.new_step_counter("cpu", 0)
+        c -= 1  # [-1, -1]
+        return c
+
+    def start_minus_k(k):
+        c = flycuda.new_step_counter("cpu", -k)
+        c += k  # [0, k]: issue 19's matching-tag case
+        return c
+
+    def copied():
+        c = flycuda.new_step_counter("cpu")
+        c.copy_(torch.tensor([7, 2 ** 40 + 3]))
+        return c
+
+    def reserved_written():
+        c = flycuda.new_step_counter("cpu", 6)
+        c[1] = -(2 ** 63)
+        return c
+
+    return [("step+=3", plus(3), 7), ("step+=8", plus(8), 12), ("fill_(-1)", fill(), -1),
+            ("step-=1 at 0", minus_at_zero(), -1), ("start=-3,+=3", start_minus_k(3), 0),
+            ("start=-8,+=8", start_minus_k(8), 0), ("copy_", copied(), 7), ("step[1]=min", reserved_written(), 6)]
+
+
+@pytest.mark.parametrize("sanitizer", SANITIZERS)
+def test_fused_advance_every_user_written_counter(sanitizer):
+    """Every state of the counter a user can write with tensor ops (issue 19: step += k,
+    fill_(-1), step -= 1 at 0, new_step_counter(start=-k) then step += k, copy_, a write
+    to the reserved step[1]): none reaches the hidden ticket, so each of three
+    launches in a row (9 blocks) reads the step the counter holds in every block and
+    advances it once, by the fused path, and the ticket is 0 after each."""
+    W, D = 300, 7  # 9 blocks
+    states = _user_states()
+    counters = [c for _, c, _ in states]
+    for c in counters:
+        assert launch_plan.step_has_ticket(c) and launch_plan.ticket_of(c).tolist() == [0]
+    for launch in range(3):
+        cases = [_advance_case(W, D, c, advance=1) for c in counters]
+        emu.run(cases, sanitizer)
+        for (name, c, s), case in zip(states, cases):
+            _expect_read(case, s + launch)
+            out = case.out["counter"]
+            assert int(out[0]) == s + launch + 1 and int(out[1]) == int(c[1]), name
+            assert int(out[2]) == 0, f"{name}: ticket {_ticket_out(case)}, padding {out.tolist()}"
+            assert case.out["launches"].tolist() == [[9, 9, 1]], name
+            c.copy_(out[:2])  # the next launch's counter (its ticket is 0, as the run left it)
+
+
+def test_a_counter_without_hidden_words_is_not_fused():
+    """What does not carry the hidden ticket takes the unfused plan: [1], a clone,
+    .to(), a [2] made by hand, a view at an offset, and a [2] sliced from a bigger
+    buffer (torch.zeros(4)[:2]: its next words are someone else's data)."""
+    c = flycuda.new_step_counter("cpu", 5)
+    for other in (c[:1], c.clone(), c.to(torch.int64, copy=True), torch.tensor([5, 0]),
+                  torch.zeros(6, dtype=torch.int64)[2:4], torch.zeros(8, dtype=torch.int64)[:2],
+                  torch.zeros(4, dtype=torch.int64)[:2], torch.zeros(3, dtype=torch.int64)[:2]):
+        assert not launch_plan.step_has_ticket(other)
+        assert not launch_plan.plan_motion_to_ctrl(10, 10, 1, launch_plan.step_has_ticket(other)).fused
+    assert launch_plan.plan_motion_to_ctrl(10, 10, 1, launch_plan.step_has_ticket(c)).fused
 
 
 @pytest.mark.needs_warp
@@ -471,12 +608,12 @@ UNREACHABLE = {("render_geoms.h", "default: return miss();")}
 
 def test_cases_execute_every_kernel_line():
     """Runs last: the "cov" runs above must have executed every line of csrc/kernels/*.cuh
-    and of the device helpers they call (motion_to_ctrl.h, render_tiles.h, render_geoms.h)."""
+    and of the device helpers they call (render_tiles.h, render_geoms.h)."""
     missed = emu.line_coverage()
     if not missed:
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record_qpos.cuh", "kernels/advance_step.cuh",
-                 "kernels/render_tiles.cuh", "motion_to_ctrl.h", "render_tiles.h", "render_geoms.h"):
+                 "kernels/render_tiles.cuh", "render_tiles.h", "render_geoms.h"):
         assert name in missed, f"{name} was not compiled into the emulator"
     gaps = {name: [(n, text) for n, text in lines if (os.path.basename(name), text) not in UNREACHABLE]
             for name, lines in missed.items() if not name.startswith("emu" + os.sep)}

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import flycuda
-from flycuda import reference
+from flycuda import launch_plan, reference
 
 from common import cpu_and_cuda, poison_like, strided_view
 
@@ -150,6 +150,53 @@ def test_fused_advance_reads_counter_before_advancing(device, W):
         flycuda.motion_to_ctrl(motion, step, ctrl, ids, advance=3)
         assert torch.all(ctrl == 3 * k).item(), f"call {k}: some world read an advanced counter"
     assert int(step[0]) == 15
+
+
+def _user_written(device, state: str) -> tuple[torch.Tensor, int]:
+    """A new_step_counter after a user's tensor ops (issue 19's stale-ticket states among
+    them), and the step it then holds."""
+    if state == "start=-k,+=k":
+        c = flycuda.new_step_counter(device, -5)
+        c += 5  # [0, 5]
+        return c, 0
+    c = flycuda.new_step_counter(device, 0 if state == "-=1 at 0" else 4)
+    if state == "+=k":
+        c += 3
+        return c, 7
+    if state == "fill_(-1)":
+        c.fill_(-1)
+        return c, -1
+    c -= 1  # [-1, -1]
+    return c, -1
+
+
+@pytest.mark.parametrize("device", cpu_and_cuda())
+@pytest.mark.parametrize("state", ["+=k", "fill_(-1)", "-=1 at 0", "start=-k,+=k"])
+@pytest.mark.parametrize("W", [1, 300, 8192])
+def test_user_written_counters(device, state, W):
+    """A counter a user wrote with tensor ops (step += k, fill_(-1), step -= 1 at 0,
+    new_step_counter(start=-k) then step += k) is just the step it holds: three calls
+    in a row each read it in every world and advance it once, on the fused path, and
+    the op, the grid reference (many 64-thread blocks) and CUDA agree."""
+    T, D = 50, 42
+    motion = torch.arange(T, dtype=torch.float32).view(1, T, 1).expand(1, T, D).contiguous().to(device)
+    ids, offsets = torch.arange(D).to(device), torch.full((W,), 20.0).to(device)
+    ctrl = poison_like(torch.empty(W, D)).to(device)
+    step, s = _user_written(device, state)
+    assert launch_plan.step_has_ticket(step)
+    ref_step, _ = _user_written("cpu", state)
+    ref_ctrl = poison_like(torch.empty(min(W, 300), D))
+    for k in range(3):
+        flycuda.motion_to_ctrl(motion, step, ctrl, ids, offsets=offsets, advance=1)
+        assert torch.all(ctrl == min(max(20 + s + k, 0), T - 1)).item(), f"call {k}: a world read another step"
+        if W <= 300:  # the grid reference, block by block (Python: small W only)
+            reference.grid.motion_to_ctrl(motion.cpu(), ref_step, ref_ctrl, ids.cpu(), offsets=offsets.cpu()[:W],
+                                          advance=1, threads=64)
+            assert torch.equal(ref_ctrl, ctrl.cpu())
+            assert launch_plan.ticket_of(ref_step).tolist() == [0], "the ticket must wrap to 0"
+    assert int(step[0]) == s + 3 and launch_plan.ticket_of(step).cpu().tolist() == [0]
+    if W <= 300:
+        assert int(ref_step[0]) == s + 3
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())

@@ -15,6 +15,11 @@
 //     free slot, as blocks wait for an SM;
 //   - atomicAdd/atomicExch/atomicCAS/atomicInc on std::atomic_ref (acq_rel);
 //     __threadfence() (a seq_cst read-modify-write on one global atomic);
+//   - it COUNTS the atomic operations of every launch, per block (launch_log():
+//     blocks, atomics, the most atomics any one block made), so that tests can
+//     hold a kernel to a number of atomics per block (an atomic is one call of an
+//     atomic function, as it is one instruction on the GPU; __threadfence is not
+//     counted);
 //   - clock64() (steady-clock nanoseconds); the _rn intrinsics the kernels use
 //     (plain IEEE operations: build with -ffp-contract=off so that nothing is
 //     fused, which is what _rn means); the math functions come from <cmath>;
@@ -111,6 +116,29 @@ class Barrier {
 inline thread_local Barrier* tl_block_barrier = nullptr;
 inline std::atomic<unsigned int> g_fence{0};
 
+// Atomic operations per launch. Each emulated thread points at its current
+// block's count; every atomic function adds one to it.
+struct LaunchStats {
+  uint64_t blocks;          // blocks of the grid
+  uint64_t atomics;         // atomic operations, all blocks
+  uint64_t max_per_block;   // the most any one block made
+};
+inline thread_local std::atomic<uint64_t>* tl_block_atomics = nullptr;
+inline std::mutex g_launch_log_mutex;
+inline std::vector<LaunchStats> g_launch_log;
+
+inline void count_atomic() {
+  if (tl_block_atomics) tl_block_atomics->fetch_add(1, std::memory_order_relaxed);
+}
+
+// The launches so far, in the order they finished (and clears the log).
+inline std::vector<LaunchStats> take_launch_log() {
+  std::lock_guard<std::mutex> lock(g_launch_log_mutex);
+  std::vector<LaunchStats> out;
+  out.swap(g_launch_log);
+  return out;
+}
+
 inline int resident_blocks() {
   const char* env = std::getenv("FLYCUDA_EMU_BLOCKS");
   const int n = env ? std::atoi(env) : 2;
@@ -161,19 +189,24 @@ constexpr bool kAtomicType = std::is_same_v<T, int> || std::is_same_v<T, unsigne
 
 template <typename T, typename = std::enable_if_t<flycuda_emu::kAtomicType<T>>>
 inline T atomicAdd(T* address, T val) {
+  flycuda_emu::count_atomic();
   return std::atomic_ref<T>(*address).fetch_add(val, std::memory_order_acq_rel);
 }
 template <typename T, typename = std::enable_if_t<flycuda_emu::kAtomicType<T>>>
 inline T atomicExch(T* address, T val) {
+  flycuda_emu::count_atomic();
   return std::atomic_ref<T>(*address).exchange(val, std::memory_order_acq_rel);
 }
 template <typename T, typename = std::enable_if_t<std::is_integral_v<T> && flycuda_emu::kAtomicType<T>>>
 inline T atomicCAS(T* address, T compare, T val) {
+  flycuda_emu::count_atomic();
   std::atomic_ref<T>(*address).compare_exchange_strong(compare, val, std::memory_order_acq_rel);
   return compare;  // the old value, as CUDA returns it
 }
 // ((old >= val) ? 0 : old + 1), returns old.
+// One atomic (one instruction on the GPU), whatever loop emulates it here.
 inline unsigned int atomicInc(unsigned int* address, unsigned int val) {
+  flycuda_emu::count_atomic();
   std::atomic_ref<unsigned int> a(*address);
   unsigned int old = a.load(std::memory_order_relaxed);
   while (!a.compare_exchange_weak(old, old >= val ? 0u : old + 1u, std::memory_order_acq_rel)) {
@@ -208,6 +241,7 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/, void (*
   const std::tuple<Params...> params(std::forward<Args>(args)...);  // converted as nvcc does
   const std::vector<uint64_t> order = block_order(nblocks);
   std::atomic<uint64_t> next{0};
+  std::vector<std::atomic<uint64_t>> atomics(nblocks);  // per block
   const uint64_t slots = std::min<uint64_t>(nblocks, static_cast<uint64_t>(resident_blocks()));
   std::vector<std::thread> threads;
   threads.reserve(slots * nthreads);
@@ -216,7 +250,7 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/, void (*
     auto barrier = std::make_shared<Barrier>(static_cast<unsigned int>(nthreads));
     auto current = std::make_shared<uint64_t>(0);
     for (uint64_t t = 0; t < nthreads; ++t) {
-      threads.emplace_back([=, &next, &params, &order] {
+      threads.emplace_back([=, &next, &params, &order, &atomics] {
         threadIdx = uint3{static_cast<unsigned int>(t % block.x),
                           static_cast<unsigned int>((t / block.x) % block.y),
                           static_cast<unsigned int>(t / (uint64_t{block.x} * block.y))};
@@ -234,7 +268,9 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/, void (*
           blockIdx = uint3{static_cast<unsigned int>(b % grid.x),
                            static_cast<unsigned int>((b / grid.x) % grid.y),
                            static_cast<unsigned int>(b / (uint64_t{grid.x} * grid.y))};
+          tl_block_atomics = &atomics[b];
           std::apply(kernel, params);
+          tl_block_atomics = nullptr;
           barrier->wait(Barrier::kBlockEnd);
         }
         tl_block_barrier = nullptr;
@@ -242,6 +278,14 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/, void (*
     }
   }
   for (auto& th : threads) th.join();
+  LaunchStats stats{nblocks, 0, 0};
+  for (const auto& a : atomics) {
+    const uint64_t n = a.load();
+    stats.atomics += n;
+    stats.max_per_block = std::max(stats.max_per_block, n);
+  }
+  std::lock_guard<std::mutex> lock(g_launch_log_mutex);
+  g_launch_log.push_back(stats);
 }
 
 }  // namespace flycuda_emu

@@ -86,58 +86,72 @@ void with_index_type(const Array& a, F&& f) {
   else throw std::runtime_error("index dtype must be int32 or int64, got " + a.descr);
 }
 
-// As csrc/cuda/motion_to_ctrl.cu: one launch, fused with the advance when the
-// counter holds its ticket, else followed by a one-thread advance. The case's
-// "motion" (float32 [M, T, D]) or "coeffs" (float64 [M, T, 4, D], spline_to_ctrl)
-// picks the kernel's Frames.
+// As csrc/cuda/motion_to_ctrl.cu: the launch plan of csrc/kernels/motion_to_ctrl.cuh
+// (fused with the advance when the counter carries the hidden ticket, else followed
+// by a one-thread advance). `counter` is the counter's whole storage of
+// `counter_bytes` bytes (the view is its first `counter_numel` int64 at offset 0). The
+// case's "motion" (float32 [M, T, D]) or "coeffs" (float64 [M, T, 4, D],
+// spline_to_ctrl) picks the kernel's Frames.
 template <typename Frames>
-void launch_frames(Case& c, const Frames frames, int64_t* counter, int64_t counter_size, float* ctrl) {
+void launch_frames(Case& c, const Frames frames, int64_t* counter, int64_t counter_numel,
+                   int64_t counter_bytes, float* ctrl) {
   const int64_t D = frames.D, W = c.i64("W");
   const int64_t advance = c.i64("advance");
-  const bool fused = advance != 0 && counter_size == 2;
-  if (W * D > 0 || fused) {
-    const int64_t blocks = k::motion_to_ctrl_blocks(W, D);
+  const k::MotionToCtrlPlan plan =
+      k::plan_motion_to_ctrl(W, D, advance, k::counter_has_ticket(counter_numel, 0, counter_bytes));
+  if (plan.too_large) throw std::runtime_error("motion_to_ctrl: W * D too large");
+  if (plan.run_kernel) {
+    unsigned int* ticket = plan.fused ? k::counter_ticket(counter) : nullptr;
     const std::string odt = c.has("offsets") ? c.arr("offsets").descr : "<f4";
     with_index_type(c.arr("act_ids"), [&](auto* index_tag) {
       using index_t = std::remove_pointer_t<decltype(index_tag)>;
-      const auto go = [&](auto* offsets) {
+      const auto go = [&](auto* offsets, auto idx_tag) {
         using offset_t = std::remove_const_t<std::remove_pointer_t<decltype(offsets)>>;
-        launch(dim3(static_cast<unsigned int>(blocks)), dim3(k::kMotionToCtrlThreads), 0, nullptr,
-               k::motion_to_ctrl_kernel<Frames, index_t, offset_t>, frames, counter, ctrl,
-               c.arr("act_ids").data<index_t>(), offsets, W, D, c.i64("nu"), c.i64("ctrl_s0"),
-               c.i64("ctrl_s1"), c.f64("frames_per_step"), c.i64("loop") != 0, fused ? advance : 0);
+        using idx_t = decltype(idx_tag);
+        launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr,
+               k::motion_to_ctrl_kernel<idx_t, Frames, index_t, offset_t>, frames, counter, ticket, ctrl,
+               c.arr("act_ids").data<index_t>(), offsets, static_cast<idx_t>(W), static_cast<idx_t>(D),
+               c.i64("nu"), c.i64("ctrl_s0"), c.i64("ctrl_s1"), c.f64("frames_per_step"), c.i64("loop") != 0,
+               plan.fused ? advance : 0);
       };
-      if (odt == "<f8") go(c.ptr<double>("offsets"));
-      else go(c.ptr<float>("offsets"));
+      const auto go_idx = [&](auto* offsets) {
+        if (plan.index32) go(offsets, int32_t{0});
+        else go(offsets, int64_t{0});
+      };
+      if (odt == "<f8") go_idx(c.ptr<double>("offsets"));
+      else go_idx(c.ptr<float>("offsets"));
     });
   }
-  if (advance != 0 && !fused) launch(dim3(1), dim3(1), 0, nullptr, k::advance_step_kernel, counter, advance);
+  if (plan.advance_kernel) launch(dim3(1), dim3(1), 0, nullptr, k::advance_step_kernel, counter, advance);
 }
 
-void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_size, float* ctrl) {
+void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_numel, int64_t counter_bytes, float* ctrl) {
   if (c.has("coeffs")) {
     Array& a = c.arr("coeffs");
     if (a.descr != "<f8" || a.shape.size() != 4 || a.shape[2] != 4)
       throw std::runtime_error("spline_to_ctrl: coeffs must be float64 [M, T, 4, D], got " + a.descr);
     const flycuda::SplineFrames frames{a.data<double>(), a.shape[0], a.shape[1], a.shape[3]};
-    launch_frames(c, frames, counter, counter_size, ctrl);
+    launch_frames(c, frames, counter, counter_numel, counter_bytes, ctrl);
   } else {
     Array& a = c.arr("motion");
     const flycuda::LinearFrames frames{a.data<float>(), a.shape[0], a.shape[1], a.shape[2]};
-    launch_frames(c, frames, counter, counter_size, ctrl);
+    launch_frames(c, frames, counter, counter_numel, counter_bytes, ctrl);
   }
 }
 
 void run_motion_to_ctrl(Case& c) {
-  Array& counter = c.arr("counter");
-  launch_motion_to_ctrl(c, counter.data<int64_t>(), counter.numel(),
+  Array& counter = c.arr("counter");  // the counter's whole storage, padded to whole int64
+  const int64_t numel = c.scalars.count("counter_numel") ? c.i64("counter_numel") : counter.numel();
+  const int64_t bytes = c.scalars.count("counter_bytes") ? c.i64("counter_bytes") : 8 * counter.numel();
+  if (bytes > 8 * counter.numel()) throw std::runtime_error("motion_to_ctrl: counter_bytes past the array");
+  launch_motion_to_ctrl(c, counter.data<int64_t>(), numel, bytes,
                         c.arr("ctrl").data<float>() + c.i64("ctrl_offset"));
   c.save("ctrl");
   c.save("counter");
 }
 
-// Two fused launches on different counters (counter A at counters[0:2], B at
-// counters[b_at:b_at+2]), from two host threads ("streams") that start together,
+// Two fused launches on different counters (counter A at counters[0:3], B at
+// counters[b_at:b_at+3], each a new_step_counter's 20 bytes, padded), from two host threads ("streams") that start together,
 // `reps` times each. Every launch must read its counter before the advance in
 // every block (checked on ctrl: motion[0, s, d] is unique per frame) and
 // advance it exactly once.
@@ -158,7 +172,7 @@ void run_motion_to_ctrl_overlap(Case& c) {
     while (ready.load() < 2) std::this_thread::yield();
     for (int64_t r = 0; r < reps; ++r) {
       const int64_t s = counter[0];  // stream order: the previous launch has finished
-      launch_motion_to_ctrl(c, counter, 2, ctrl[i].data());
+      launch_motion_to_ctrl(c, counter, 2, k::kCounterBytes, ctrl[i].data());
       bool ok = counter[0] == s + 1;
       for (int64_t w = 0; w < W; ++w)
         for (int64_t d = 0; d < D; ++d) ok = ok && ctrl[i][w * nu + d] == motion[s * D + d];
@@ -231,17 +245,18 @@ void run_render_tiles(Case& c) {
   out.depth = c.ptr<float>("depth");
   out.seg = c.ptr<int32_t>("seg");
   const int64_t S = c.arr("worlds").numel(), H = c.i64("height"), Wd = c.i64("width");
-  const int64_t tiles = r::tiles_covered(out, S), n = tiles * H * Wd;
+  const int64_t tiles = r::tiles_covered(out, S);
+  const k::RenderPlan plan = k::plan_render_tiles(tiles, H, Wd, S);
   const int32_t* worlds = c.arr("worlds").data<int32_t>();
-  if (n > 0) {
+  if (plan.pixels > 0) {
     if (c.has("top_bounds") && c.arr("top_bounds").numel() > 0) {
-      launch(dim3(static_cast<unsigned int>(cdiv(S, k::kRefitThreads))), dim3(k::kRefitThreads), 0, nullptr,
+      launch(dim3(static_cast<unsigned int>(plan.refit_blocks)), dim3(plan.refit_threads), 0, nullptr,
              k::refit_top_kernel, sc, worlds, c.arr("top_bounds").data<float>(), S);
       sc.top_bounds = c.arr("top_bounds").data<float>();
     }
     const double fovy = c.f64("fovy");
     const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
-    launch(dim3(static_cast<unsigned int>(cdiv(n, k::kRenderThreads))), dim3(k::kRenderThreads), 0, nullptr,
+    launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr,
            k::render_tiles_kernel, sc, out, worlds, c.arr("cam_pos").data<float>() + c.i64("cp_offset"),
            c.arr("cam_mat").data<float>() + c.i64("cm_offset"),
            c.i64("cp_s0"), c.i64("cm_s0"), S, H, Wd, tan_half, static_cast<float>(c.f64("zfar")), c.i64("samples"),
@@ -250,6 +265,23 @@ void run_render_tiles(Case& c) {
   for (const char* name : {"rgb", "depth", "seg", "top_bounds", "timers"}) {
     if (c.has(name)) c.save(name);
   }
+}
+
+// The emulator's count of atomics, one row per launch of the case: int64 [launches, 3] =
+// (blocks, atomics, the most atomics of one block), as out_launches.npy.
+void save_launch_log(Case& c) {
+  const std::vector<flycuda_emu::LaunchStats> log = flycuda_emu::take_launch_log();
+  Array a;
+  a.descr = "<i8";
+  a.shape = {static_cast<int64_t>(log.size()), 3};
+  a.bytes.assign(log.size() * 3 * sizeof(int64_t), 0);
+  for (size_t i = 0; i < log.size(); ++i) {
+    a.data<int64_t>()[3 * i] = static_cast<int64_t>(log[i].blocks);
+    a.data<int64_t>()[3 * i + 1] = static_cast<int64_t>(log[i].atomics);
+    a.data<int64_t>()[3 * i + 2] = static_cast<int64_t>(log[i].max_per_block);
+  }
+  c.arrays["launches"] = a;
+  c.save("launches");
 }
 
 // A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
@@ -288,6 +320,7 @@ int main(int argc, char** argv) {
       auto it = ops().find(c.op);
       if (it == ops().end()) throw std::runtime_error("unknown op " + c.op);
       it->second(c);
+      save_launch_log(c);
     } catch (const std::exception& e) {
       std::cerr << "flycuda_emu: " << argv[i] << ": " << e.what() << "\n";
       return 1;

@@ -1,85 +1,228 @@
-// flycuda: motion_to_ctrl and spline_to_ctrl — the device code, compiled by nvcc
-// (cuda/motion_to_ctrl.cu) and, on the emulated grid, by the host compiler (emu/).
+// flycuda: motion_to_ctrl and spline_to_ctrl — all of their device code, and
+// their launch plan. Three compilers read this file:
+//   - nvcc (csrc/cuda/motion_to_ctrl.cu): the kernel, the frame sampling, the plan;
+//   - the host compiler for the CPU twin (csrc/motion_to_ctrl.cpp): the frame
+//     sampling and the plan only (no __global__ code outside nvcc and the emulator);
+//   - the host compiler on the emulated grid (FLYCUDA_EMU, csrc/emu/): everything.
+// No ATen here. flycuda/reference/grid.py mirrors the kernel, flycuda/launch_plan.py
+// the plan's constants (a test holds the two equal).
+//
 // One kernel serves both ops: `Frames` is LinearFrames (motion_to_ctrl: float32
-// frames, linear blend) or SplineFrames (spline_to_ctrl: float64 cubic pieces);
-// see ../motion_to_ctrl.h.
+// frames, linear blend) or SplineFrames (spline_to_ctrl: float64 cubic pieces).
+// One thread per (world w, DOF d), flattened as idx = w * D + d, kMotionToCtrlThreads
+// a block. Consecutive threads read consecutive values of one frame row and write
+// one ctrl row, so a warp touches one or two rows of each array.
 //
-// One thread per (world w, DOF d), flattened as idx = w * D + d, kThreads a
-// block. Consecutive threads read consecutive floats of one frame row and
-// write one ctrl row, so a warp touches one or two rows of each array.
+// The step counter and the fused advance (advance > 0):
+// flycuda.new_step_counter makes an int64 [2] view at offset 0 of a storage of
+// kCounterBytes = 20 bytes: element 0 is the step; element 1 is reserved (unused;
+// kept so that existing [2] counters and `int(step[0])` keep working); bytes 16..19
+// are the ticket of the fused advance (unsigned 32-bit), 0 between launches. No op
+// on the [2] tensor (step += k, fill_, copy_, clone, indexing) can reach the ticket,
+// and no int64 view of the storage can cover it either (an element there would need
+// bytes 16..23): only the storage's bytes themselves can. A 20-byte storage under an
+// int64 tensor is also what tells a new_step_counter from a [2] that a user sliced
+// out of a bigger buffer (such as torch.zeros(4)[:2], whose "hidden" words would be
+// someone else's data).
 //
-// Fused advance (advance > 0) in ONE launch, with no state outside the counter:
-// the counter is int64 [2] = {step, ticket}. Every thread reads step first;
-// then each block, after __syncthreads, takes a ticket from counter[1]; the
-// block that takes the last ticket (every other block has finished reading)
-// writes step + advance and returns the ticket to 0. Launches on different
-// counters share nothing, so they may overlap on any streams. (A [1] counter
-// has no ticket: the launcher then adds a second, one-thread launch.)
-//
-// A ticket is tagged with the step its launch read (high 32 bits; count in the
-// low 32), and a ticket with another tag counts as 0: a ticket left non-zero by
-// a user's write to the counter (step += 1, fill_, copy_) is ignored instead of
-// making blocks read an advanced step or the counter stop advancing.
+// In a fused launch every thread reads step first; each block, after
+// __syncthreads, takes one ticket with `atomicInc(ticket, gridDim.x - 1)` (CUDA's
+// threadFenceReduction pattern): one atomic per block, no retry. The block that
+// gets gridDim.x - 1 is the last (every other block has read the step) and writes
+// step + advance; atomicInc has already wrapped the ticket back to 0 by then. The
+// kernel never reads the visible words 1.. or trusts a value the user wrote: any
+// step the user sets (step += k, fill_(-1), step -= 1 at 0, start=-k then += k) is
+// simply the step that the launch reads and advances. The ticket is left non-zero
+// only by a write to the storage's raw bytes (untyped_storage(), a uint8 view set_
+// on it) or by a launch that never finished (a device fault, after which the CUDA
+// context is unusable anyway). A counter without the hidden ticket (a plain [1], a
+// clone, a [2] that new_step_counter did not make) takes the
+// unfused plan: the kernel, then a one-thread advance_step launch on the same
+// stream. Launches on different counters share nothing, so they may overlap on any
+// streams; one counter must not be used by two launches at once.
 #pragma once
 
-#include "../motion_to_ctrl.h"
 #include "platform.h"
 
+#include <climits>
+#include <cmath>
 #include <cstdint>
 
 namespace flycuda {
-namespace kernels {
 
-constexpr int kMotionToCtrlThreads = 256;
+// --- frame sampling: shared line for line by the CPU twin and the kernel -------------
+//
+// Device code uses the _rn intrinsics so that nvcc cannot contract a*b+c into an
+// FMA; host code is built with -ffp-contract=off for the same reason: the CUDA op
+// then rounds exactly like the CPU op and the reference.
 
-// Blocks of a motion_to_ctrl launch: at least one, so that an advance happens.
-inline int64_t motion_to_ctrl_blocks(int64_t W, int64_t D) {
-  const int64_t n = W * D;
-  return n > 0 ? (n + kMotionToCtrlThreads - 1) / kMotionToCtrlThreads : 1;
+#if defined(FLYCUDA_DEVICE_PATH)
+#define FLYCUDA_DMUL(a, b) __dmul_rn((a), (b))
+#define FLYCUDA_DADD(a, b) __dadd_rn((a), (b))
+#define FLYCUDA_DSUB(a, b) __dsub_rn((a), (b))
+#else
+#define FLYCUDA_DMUL(a, b) ((a) * (b))
+#define FLYCUDA_DADD(a, b) ((a) + (b))
+#define FLYCUDA_DSUB(a, b) ((a) - (b))
+#endif
+
+struct FrameSample {
+  int64_t i0;  // first frame
+  int64_t i1;  // next frame (blended in with weight `a`)
+  double a;    // blend weight in [0, 1)
+};
+
+// Frame position f = offset + step * frames_per_step (float64), mapped into
+// the recording of T frames: clamped to [0, T-1], or wrapped modulo T (frame
+// T-1 then blends into frame 0). A non-finite position reads frame 0.
+FLYCUDA_HOST_DEVICE inline FrameSample sample_frame(double offset, int64_t step,
+                                                    double frames_per_step,
+                                                    int64_t T, bool loop) {
+  double f = FLYCUDA_DADD(offset, FLYCUDA_DMUL(static_cast<double>(step), frames_per_step));
+  const double last = static_cast<double>(T - 1);
+  if (loop) {
+    const double Td = static_cast<double>(T);
+    f = fmod(f, Td);  // exact; sign of f
+    if (f < 0.0) f = FLYCUDA_DADD(f, Td);
+    if (f >= Td) f = FLYCUDA_DSUB(f, Td);
+  } else {
+    f = f < 0.0 ? 0.0 : (f > last ? last : f);
+  }
+  if (!(f >= 0.0 && f <= last + 1.0)) f = 0.0;  // NaN (or inf in loop mode)
+  const double fl = floor(f);
+  FrameSample s;
+  s.i0 = static_cast<int64_t>(fl);
+  if (s.i0 > T - 1) s.i0 = T - 1;
+  s.a = FLYCUDA_DSUB(f, fl);
+  s.i1 = s.i0 + 1;
+  if (s.i1 >= T) s.i1 = loop ? 0 : T - 1;
+  return s;
 }
 
-template <typename Frames, typename index_t, typename offset_t>
+// Linear blend in float64, rounded once to float32. a == 0 is an exact copy.
+FLYCUDA_HOST_DEVICE inline float blend(float x0, float x1, double a) {
+  if (a == 0.0) return x0;
+  const double d0 = static_cast<double>(x0);
+  return static_cast<float>(
+      FLYCUDA_DADD(d0, FLYCUDA_DMUL(a, FLYCUDA_DSUB(static_cast<double>(x1), d0))));
+}
+
+// Cubic piece c0 + a (c1 + a (c2 + a c3)) in float64 (Horner), rounded once to
+// float32. a == 0 is an exact copy of c0 (the recorded frame).
+FLYCUDA_HOST_DEVICE inline float cubic(double c0, double c1, double c2, double c3, double a) {
+  if (a == 0.0) return static_cast<float>(c0);
+  const double v = FLYCUDA_DADD(c2, FLYCUDA_DMUL(a, c3));
+  const double w = FLYCUDA_DADD(c1, FLYCUDA_DMUL(a, v));
+  return static_cast<float>(FLYCUDA_DADD(c0, FLYCUDA_DMUL(a, w)));
+}
+
+// What a world's target is made from, the one difference between the two ops.
+// motion_to_ctrl: recorded frames, float32 [M, T, D], blended linearly.
+struct LinearFrames {
+  const float* motion;
+  int64_t M, T, D;
+  FLYCUDA_HOST_DEVICE float at(int64_t w, const FrameSample& s, int64_t d) const {
+    const float* rec = motion + (M == 1 ? 0 : w) * T * D;
+    return blend(rec[s.i0 * D + d], rec[s.i1 * D + d], s.a);
+  }
+};
+
+// spline_to_ctrl: per-frame cubic pieces, float64 [M, T, 4, D] (flycuda/spline.py);
+// piece i0 evaluated at a (piece T-1 is the loop's wrap piece).
+struct SplineFrames {
+  const double* coeffs;
+  int64_t M, T, D;
+  FLYCUDA_HOST_DEVICE float at(int64_t w, const FrameSample& s, int64_t d) const {
+    const double* c = coeffs + (((M == 1 ? 0 : w) * T + s.i0) * 4) * D + d;
+    return cubic(c[0], c[D], c[2 * D], c[3 * D], s.a);
+  }
+};
+
+namespace kernels {
+
+// --- the launch plan: read by the .cu launcher, the CPU twin and the emulator driver ---
+
+constexpr int kMotionToCtrlThreads = 256;
+constexpr int64_t kCounterBytes = 20;  // storage of a new_step_counter: step, reserved (int64), ticket (uint32)
+constexpr int64_t kTicketByte = 16;    // where the ticket starts
+
+// Does a counter (an int64 [numel] view at `storage_offset` of a storage of
+// `storage_bytes` bytes) carry the hidden ticket? Exactly the layout
+// new_step_counter makes.
+FLYCUDA_HOST_DEVICE inline bool counter_has_ticket(int64_t numel, int64_t storage_offset,
+                                                   int64_t storage_bytes) {
+  return numel == 2 && storage_offset == 0 && storage_bytes == kCounterBytes;
+}
+
+// The ticket of a counter that has one.
+FLYCUDA_HOST_DEVICE inline unsigned int* counter_ticket(int64_t* counter) {
+  return reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned char*>(counter) + kTicketByte);
+}
+
+struct MotionToCtrlPlan {
+  int64_t blocks;        // of the main kernel (at least 1 when it runs)
+  int threads;           // per block
+  bool run_kernel;       // W * D > 0, or a fused advance (one block of idle threads)
+  bool fused;            // the advance happens inside the kernel (ticket)
+  bool advance_kernel;   // a one-thread advance_step launch follows on the same stream
+  bool index32;          // 32-bit index math: blocks * threads <= INT32_MAX
+  bool too_large;        // blocks > INT32_MAX: refused by both impls
+};
+
+FLYCUDA_HOST_DEVICE inline MotionToCtrlPlan plan_motion_to_ctrl(int64_t W, int64_t D, int64_t advance,
+                                                                bool has_ticket) {
+  MotionToCtrlPlan p;
+  const int64_t n = W * D;
+  p.threads = kMotionToCtrlThreads;
+  p.blocks = n > 0 ? (n + kMotionToCtrlThreads - 1) / kMotionToCtrlThreads : 1;
+  p.fused = advance != 0 && has_ticket;
+  p.run_kernel = n > 0 || p.fused;
+  p.advance_kernel = advance != 0 && !p.fused;
+  p.index32 = p.blocks * kMotionToCtrlThreads <= INT32_MAX;
+  p.too_large = p.blocks > INT32_MAX;
+  return p;
+}
+
+#if defined(__CUDACC__) || defined(FLYCUDA_EMU)
+
+// idx_t: int32_t when the plan says index32 (32-bit division per thread), else int64_t.
+template <typename idx_t, typename Frames, typename index_t, typename offset_t>
 __global__ void motion_to_ctrl_kernel(const Frames frames,                  // [M, T, (4,) D]
-                                      int64_t* counter,                     // [1] or [2]
+                                      int64_t* counter,                     // [1] or [2]: counter[0] is the step
+                                      unsigned int* ticket,                 // the hidden ticket (fused), or null
                                       float* __restrict__ ctrl,             // [W, nu]
                                       const index_t* __restrict__ act_ids,  // [D]
                                       const offset_t* __restrict__ offsets, // [W] or null
-                                      int64_t W, int64_t D, int64_t nu, int64_t ctrl_s0, int64_t ctrl_s1,
+                                      idx_t W, idx_t D, int64_t nu, int64_t ctrl_s0, int64_t ctrl_s1,
                                       double frames_per_step, bool loop,
-                                      int64_t advance) {  // fused: needs counter[1]
+                                      int64_t advance) {  // with a ticket only: 0 otherwise
   const int64_t s = counter[0];  // read by every thread before any advance
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const idx_t idx = static_cast<idx_t>(blockIdx.x) * static_cast<idx_t>(blockDim.x) +
+                    static_cast<idx_t>(threadIdx.x);
   if (idx < W * D) {
-    const int64_t w = idx / D;
-    const int64_t d = idx - w * D;
+    const idx_t w = idx / D;
+    const idx_t d = idx - w * D;
     const double offset = offsets ? static_cast<double>(offsets[w]) : 0.0;
     const FrameSample fs = sample_frame(offset, s, frames_per_step, frames.T, loop);
     const int64_t c = static_cast<int64_t>(act_ids[d]);
     if (c >= 0 && c < nu) {  // ids are checked on the host (once), except in capture
-      ctrl[w * ctrl_s0 + c * ctrl_s1] = frames.at(w, fs, d);
+      ctrl[static_cast<int64_t>(w) * ctrl_s0 + c * ctrl_s1] = frames.at(w, fs, d);
     }
   }
   if (advance != 0) {
     __syncthreads();  // every thread of this block has read the counter
     if (threadIdx.x == 0) {
-      unsigned long long* ticket = reinterpret_cast<unsigned long long*>(counter + 1);
-      const unsigned long long tag = static_cast<unsigned long long>(static_cast<uint32_t>(s)) << 32;
-      __threadfence();
-      unsigned long long seen = 0ull, taken = 0ull;
-      for (;;) {  // taken = this launch's count so far; count + 1, tagged
-        taken = (seen >> 32) == (tag >> 32) ? (seen & 0xffffffffull) : 0ull;
-        const unsigned long long prev = atomicCAS(ticket, seen, tag | (taken + 1ull));
-        if (prev == seen) break;
-        seen = prev;
-      }
-      if (taken == gridDim.x - 1ull) {  // the last block: every block has read step
-        __threadfence();
+      __threadfence();  // this block's reads before its ticket
+      const unsigned int last = gridDim.x - 1u;
+      if (atomicInc(ticket, last) == last) {  // wraps the ticket to 0 by itself
+        __threadfence();  // every other block's ticket (and so its reads) before the write
         counter[0] = s + advance;
-        atomicExch(ticket, 0ull);
       }
     }
   }
 }
+
+#endif  // __CUDACC__ || FLYCUDA_EMU
 
 }  // namespace kernels
 }  // namespace flycuda

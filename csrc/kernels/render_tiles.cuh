@@ -13,6 +13,7 @@
 #include "../render_tiles.h"
 #include "platform.h"
 
+#include <climits>
 #include <cstdint>
 
 namespace flycuda {
@@ -20,6 +21,30 @@ namespace kernels {
 
 constexpr int kRenderThreads = static_cast<int>(render::kChunk);  // one block = one timer chunk
 constexpr int kRefitThreads = 32;  // small blocks: a few worlds per SM, serial work per thread
+
+// The launch plan, read by the .cu launcher, the CPU twin (its chunks of pixels and
+// timer rows are the CUDA blocks) and the emulator driver; no ATen.
+struct RenderPlan {
+  int64_t pixels;        // tiles * H * Wd: one thread each
+  int64_t blocks;        // of the pixels' kernel (= timer rows, = CPU chunks)
+  int threads;           // kRenderThreads
+  int64_t refit_blocks;  // of the top-level refit (one thread per selected world)
+  int refit_threads;     // kRefitThreads
+  bool too_large;        // blocks > INT32_MAX: refused
+};
+
+FLYCUDA_HOST_DEVICE inline RenderPlan plan_render_tiles(int64_t tiles, int64_t H, int64_t Wd, int64_t S) {
+  RenderPlan p;
+  p.pixels = tiles * H * Wd;
+  p.threads = kRenderThreads;
+  p.blocks = (p.pixels + kRenderThreads - 1) / kRenderThreads;
+  p.refit_threads = kRefitThreads;
+  p.refit_blocks = (S + kRefitThreads - 1) / kRefitThreads;
+  p.too_large = p.blocks > INT32_MAX;
+  return p;
+}
+
+#if defined(__CUDACC__) || defined(FLYCUDA_EMU)
 
 // One thread per selected world s: refits its top-level BVH (render::refit_top)
 // into rows [s, :, :] of top_bounds (a world selected twice gets two copies: no
@@ -66,6 +91,8 @@ static __global__ void render_tiles_kernel(render::Scene sc, render::Out out,
     if (threadIdx.x == 0) row[2] = render::now() - start;
   }
 }
+
+#endif  // __CUDACC__ || FLYCUDA_EMU
 
 }  // namespace kernels
 }  // namespace flycuda

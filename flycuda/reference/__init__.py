@@ -23,7 +23,7 @@ __all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "r
 
 def sample_frames(offsets: torch.Tensor, step: int, frames_per_step: float, T: int,
                   mode: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Frame sampling of :func:`motion_to_ctrl` (csrc/motion_to_ctrl.h ``sample_frame``).
+    """Frame sampling of :func:`motion_to_ctrl` (csrc/kernels/motion_to_ctrl.cuh ``sample_frame``).
 
     Args:
         offsets: float64 [W] start frame per world.

@@ -21,6 +21,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .. import launch_plan
+
 __all__ = ["dim3", "ThreadCtx", "launch", "cdiv", "motion_to_ctrl", "spline_to_ctrl",
            "advance_step", "record_qpos", "record_chunk"]
 
@@ -92,7 +94,7 @@ def launch(kernel: Callable | Sequence[Callable], grid: int | tuple | dim3,
 
 
 def _sample_frame(offset: float, step: int, fps: float, T: int, loop: bool):
-    """csrc/motion_to_ctrl.h ``sample_frame``, scalar by scalar."""
+    """csrc/kernels/motion_to_ctrl.cuh ``sample_frame``, scalar by scalar."""
     f = offset + float(step) * fps
     last = float(T - 1)
     if loop:
@@ -115,21 +117,21 @@ def _sample_frame(offset: float, step: int, fps: float, T: int, loop: bool):
 
 
 def _blend(x0: float, x1: float, a: float) -> float:
-    """csrc/motion_to_ctrl.h ``blend``: float64 math, one rounding to float32."""
+    """csrc/kernels/motion_to_ctrl.cuh ``blend``: float64 math, one rounding to float32."""
     if a == 0.0:
         return x0
     return x0 + a * (x1 - x0)
 
 
 def _cubic(c0: float, c1: float, c2: float, c3: float, a: float) -> float:
-    """csrc/motion_to_ctrl.h ``cubic``: Horner in float64, one rounding to float32."""
+    """csrc/kernels/motion_to_ctrl.cuh ``cubic``: Horner in float64, one rounding to float32."""
     if a == 0.0:
         return c0
     return c0 + a * (c1 + a * (c2 + a * c3))
 
 
 def _linear_frames(motion: torch.Tensor):
-    """csrc/motion_to_ctrl.h ``LinearFrames``: (T, D, at)."""
+    """csrc/kernels/motion_to_ctrl.cuh ``LinearFrames``: (T, D, at)."""
     M, T, D = motion.shape
 
     def at(w, i0, i1, a, d):
@@ -139,7 +141,7 @@ def _linear_frames(motion: torch.Tensor):
 
 
 def _spline_frames(coeffs: torch.Tensor):
-    """csrc/motion_to_ctrl.h ``SplineFrames``: (T, D, at)."""
+    """csrc/kernels/motion_to_ctrl.cuh ``SplineFrames``: (T, D, at)."""
     M, T, _, D = coeffs.shape
 
     def at(w, i0, i1, a, d):
@@ -148,7 +150,7 @@ def _spline_frames(coeffs: torch.Tensor):
     return T, D, at
 
 
-def _motion_to_ctrl_body(ctx, frames, step, ctrl, act_ids, offsets, W, nu, fps, loop, advance):
+def _motion_to_ctrl_body(ctx, frames, step, ticket, ctrl, act_ids, offsets, W, nu, fps, loop, advance):
     T, D, at = frames
     s = int(step[0])  # read by every thread before any advance
     ctx.regs["s"] = s
@@ -163,48 +165,49 @@ def _motion_to_ctrl_body(ctx, frames, step, ctrl, act_ids, offsets, W, nu, fps, 
             ctrl[w, c] = at(w, i0, i1, a, d)
 
 
-def _motion_to_ctrl_advance(ctx, frames, step, ctrl, act_ids, offsets, W, nu, fps, loop, advance):
-    if advance != 0 and ctx.threadIdx.x == 0:  # fused: the ticket is step[1]
-        tag = ctx.regs["s"] & 0xFFFFFFFF
-        seen = int(step[1]) & 0xFFFFFFFFFFFFFFFF
-        taken = seen & 0xFFFFFFFF if (seen >> 32) == tag else 0  # another tag counts as 0
-        step[1] = _as_int64((tag << 32) | (taken + 1))  # atomicCAS (blocks run one at a time here)
-        if taken == ctx.gridDim.x - 1:  # the last block: all reads are done
+def _atomic_inc(word: torch.Tensor, val: int) -> int:
+    """CUDA's atomicInc on an unsigned 32-bit word (held in an int32 [1] view):
+    ``old >= val ? 0 : old + 1``; returns old. (Blocks run one at a time here.)"""
+    old = int(word[0]) & 0xFFFFFFFF
+    new = 0 if old >= val else old + 1
+    word[0] = new - (1 << 32) if new >= (1 << 31) else new
+    return old
+
+
+def _motion_to_ctrl_advance(ctx, frames, step, ticket, ctrl, act_ids, offsets, W, nu, fps, loop, advance):
+    if advance != 0 and ctx.threadIdx.x == 0:  # fused: one ticket per block
+        last = ctx.gridDim.x - 1
+        if _atomic_inc(ticket, last) == last:  # the last block: all reads are done
             step[0] = ctx.regs["s"] + advance
-            step[1] = 0  # atomicExch
-
-
-def _as_int64(u: int) -> int:
-    """An unsigned 64-bit value as the int64 that holds the same bits."""
-    return u - (1 << 64) if u >= (1 << 63) else u
 
 
 def _launch_frames(frames, step, ctrl, act_ids, offsets, frames_per_step, mode, advance, threads):
-    """As csrc/cuda/motion_to_ctrl.cu ``launch``: fused with the advance for a [2]
-    counter, else followed by advance_step."""
+    """As csrc/cuda/motion_to_ctrl.cu ``launch``, by the launch plan
+    (:func:`flycuda.launch_plan.plan_motion_to_ctrl`): fused with the advance for a
+    counter with the hidden ticket, else followed by advance_step."""
     W, nu = ctrl.shape
-    n = W * frames[1]
-    fused = advance != 0 and step.numel() == 2  # else the launcher adds advance_step
-    if n > 0 or fused:
-        blocks = cdiv(n, threads) if n > 0 else 1
-        launch([_motion_to_ctrl_body, _motion_to_ctrl_advance], blocks, threads, frames, step,
-               ctrl, act_ids, offsets, W, nu, float(frames_per_step), mode == "loop",
-               int(advance) if fused else 0)
-    if advance != 0 and not fused:
+    plan = launch_plan.plan_motion_to_ctrl(W, frames[1], advance, launch_plan.step_has_ticket(step), threads)
+    if plan.run_kernel:
+        ticket = launch_plan.ticket_of(step) if plan.fused else None
+        launch([_motion_to_ctrl_body, _motion_to_ctrl_advance], plan.blocks, plan.threads, frames, step,
+               ticket, ctrl, act_ids, offsets, W, nu, float(frames_per_step), mode == "loop",
+               int(advance) if plan.fused else 0)
+    if plan.advance_kernel:
         advance_step(step, advance)
 
 
 def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
                    act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
                    frames_per_step: float = 1.0, mode: str = "clamp",
-                   advance: int = 0, threads: int = 256) -> None:
+                   advance: int = 0, threads: int = launch_plan.MOTION_TO_CTRL_THREADS) -> None:
     """Grid emulation of ``motion_to_ctrl_kernel<LinearFrames>`` (one thread per (w, d)).
 
     Same contract as ``flycuda.motion_to_ctrl``; CPU tensors only. ``threads``
-    is the block size (256 in the .cuh); small values exercise many blocks.
-    With a [2] counter the advance is fused (the last block to take a ticket
-    from ``step[1]`` advances ``step[0]``); with a [1] counter it is a second
-    launch, as csrc/cuda/motion_to_ctrl.cu does.
+    is the block size (the .cuh's by default); small values exercise many blocks.
+    With a counter from ``new_step_counter`` the advance is fused (each block takes
+    one ticket from the hidden word with atomicInc; the last one advances
+    ``step[0]``); with any other counter it is a second launch, as
+    csrc/cuda/motion_to_ctrl.cu does.
     """
     _launch_frames(_linear_frames(motion), step, ctrl, act_ids, offsets, frames_per_step, mode,
                    advance, threads)
@@ -213,7 +216,7 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
 def spline_to_ctrl(coeffs: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
                    act_ids: torch.Tensor, *, offsets: torch.Tensor | None = None,
                    frames_per_step: float = 1.0, mode: str = "clamp",
-                   advance: int = 0, threads: int = 256) -> None:
+                   advance: int = 0, threads: int = launch_plan.MOTION_TO_CTRL_THREADS) -> None:
     """Grid emulation of ``motion_to_ctrl_kernel<SplineFrames>``: as :func:`motion_to_ctrl`
     with ``coeffs`` float64 [M, T, 4, D] (``flycuda.spline_coeffs``)."""
     _launch_frames(_spline_frames(coeffs), step, ctrl, act_ids, offsets, frames_per_step, mode,
@@ -233,7 +236,7 @@ def advance_step(step: torch.Tensor, n: int = 1) -> None:
 
 # --- record family (csrc/kernels/record_qpos.cuh) ---------------------------------
 
-RECORD_THREADS = 256  # kRecordThreads
+RECORD_THREADS = launch_plan.RECORD_THREADS  # kRecordThreads
 
 
 def _record_base(s, every, limit, B, C):

@@ -1,0 +1,81 @@
+"""The launch plans of csrc/kernels/, mirrored in Python (no torch needed).
+
+Each kernel family's plan (threads per block, blocks, fused or not) is written
+once in C++, ATen-free, in its csrc/kernels/<family>.cuh, and read by its .cu
+launcher, its CPU twin and the emulator driver. The Python grid references
+(:mod:`flycuda.reference.grid`, :mod:`flycuda.reference.grid_render`) and the
+renderer's host code read these constants instead of repeating numbers;
+tests/test_launch_plan.py holds every constant here equal to its header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# csrc/kernels/motion_to_ctrl.cuh (motion_to_ctrl, spline_to_ctrl)
+MOTION_TO_CTRL_THREADS = 256   # kMotionToCtrlThreads
+COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (step, reserved, uint32 ticket)
+TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
+# csrc/kernels/record_qpos.cuh
+RECORD_THREADS = 256           # kRecordThreads (record_qpos, record_chunk)
+# csrc/render_tiles.h / csrc/kernels/render_tiles.cuh
+RENDER_CHUNK = 128             # render::kChunk: pixels per timer chunk = per CUDA block
+RENDER_THREADS = RENDER_CHUNK  # kRenderThreads
+REFIT_THREADS = 32             # kRefitThreads
+
+INT32_MAX = 2 ** 31 - 1
+
+
+def cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def counter_has_ticket(numel: int, storage_offset: int, storage_bytes: int) -> bool:
+    """``kernels::counter_has_ticket``: the layout new_step_counter makes."""
+    return numel == 2 and storage_offset == 0 and storage_bytes == COUNTER_BYTES
+
+
+def step_has_ticket(step) -> bool:
+    """:func:`counter_has_ticket` of an int64 torch tensor (its storage's size in bytes)."""
+    return counter_has_ticket(step.numel(), step.storage_offset(), step.untyped_storage().nbytes())
+
+
+def ticket_of(step):
+    """The hidden ticket of a counter that has one: an int32 [1] view of its bytes
+    16..19 (for tests and the grid reference; the value is the unsigned ticket's bits)."""
+    import torch
+
+    if not step_has_ticket(step):
+        raise ValueError("this counter has no hidden ticket (not made by flycuda.new_step_counter)")
+    return torch.empty(0, dtype=torch.int32, device=step.device).set_(step.untyped_storage(), TICKET_BYTE // 4,
+                                                                      (1,), (1,))
+
+
+@dataclass(frozen=True)
+class MotionToCtrlPlan:
+    """``kernels::MotionToCtrlPlan``."""
+
+    blocks: int
+    threads: int
+    run_kernel: bool
+    fused: bool
+    advance_kernel: bool
+    index32: bool
+    too_large: bool
+
+
+def plan_motion_to_ctrl(W: int, D: int, advance: int, has_ticket: bool,
+                        threads: int = MOTION_TO_CTRL_THREADS) -> MotionToCtrlPlan:
+    """``kernels::plan_motion_to_ctrl`` (``threads`` other than the header's only for
+    the grid reference's small-block runs)."""
+    n = W * D
+    blocks = cdiv(n, threads) if n > 0 else 1
+    fused = advance != 0 and has_ticket
+    return MotionToCtrlPlan(blocks=blocks, threads=threads, run_kernel=n > 0 or fused, fused=fused,
+                            advance_kernel=advance != 0 and not fused, index32=blocks * threads <= INT32_MAX,
+                            too_large=blocks > INT32_MAX)
+
+
+def render_blocks(pixels: int) -> int:
+    """Blocks (= timer chunks) of a render_tiles launch over ``pixels`` pixels."""
+    return cdiv(pixels, RENDER_CHUNK)
