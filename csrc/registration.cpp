@@ -52,7 +52,7 @@ FLYCUDA_LIBRARY(m) {
       "record_chunk(Tensor source, Tensor columns, Tensor(a!) chunks, Tensor step, "
       "int every) -> ()");
   // Ray-cast every selected world's camera view into RGB tiles (or a mosaic),
-  // planar depth and geom-id segmentation; see csrc/render_tiles.h.
+  // planar depth and geom-id segmentation; see csrc/kernels/render_tiles.h.
   m.def(
       "render_tiles(Tensor geom_xpos, Tensor geom_xmat, Tensor cam_pos, Tensor cam_mat, "
       "Tensor worlds, Tensor geom_ids, Tensor geom_info, Tensor geom_param, Tensor bvh_bounds, "

@@ -1,5 +1,5 @@
 // flycuda: render_tiles — argument checks and the CPU impl (parallel over image rows).
-// The per-pixel code is csrc/render_tiles.h, shared with the CUDA impl.
+// The per-pixel code is csrc/kernels/render_tiles.h, shared with the CUDA impl.
 #include "checks.h"
 #include "common.h"
 #include "kernels/render_tiles.cuh"

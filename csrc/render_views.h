@@ -2,7 +2,7 @@
 // shared by the CPU (render_tiles.cpp) and CUDA (cuda/render_tiles.cu) impls.
 #pragma once
 
-#include "render_tiles.h"
+#include "kernels/render_tiles.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -18,7 +18,7 @@ COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (st
 TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
 # csrc/kernels/record_qpos.cuh
 RECORD_THREADS = 256           # kRecordThreads (record_qpos, record_chunk)
-# csrc/render_tiles.h / csrc/kernels/render_tiles.cuh
+# csrc/kernels/render_tiles.h / render_tiles.cuh
 RENDER_CHUNK = 128             # render::kChunk: pixels per timer chunk = per CUDA block
 RENDER_THREADS = RENDER_CHUNK  # kRenderThreads
 REFIT_THREADS = 32             # kRefitThreads

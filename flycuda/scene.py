@@ -6,7 +6,7 @@ BVH per mesh (built here, on the host, once) with its triangles, the topology of
 the per-world top-level BVH over the bounded geoms (built once from the model's
 rest pose; its boxes are refit from the live poses on the device at every
 render), the unbounded geoms (planes), and the lights. Everything is in the
-layout csrc/render_tiles.h reads.
+layout csrc/kernels/render_tiles.h reads.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ LEAF_SIZE = 4
 
 @dataclass
 class Scene:
-    """Packed static scene (torch tensors on one device); see csrc/render_tiles.h."""
+    """Packed static scene (torch tensors on one device); see csrc/kernels/render_tiles.h."""
 
     geom_ids: torch.Tensor    # int32 [Gr]
     geom_info: torch.Tensor   # int32 [Gr, 2]: type, BVH root (-1 if not a mesh)

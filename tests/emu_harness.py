@@ -52,7 +52,6 @@ class SanitizerReport(AssertionError):
 def _sources() -> list[str]:
     files = [os.path.join(CSRC, "emu", n) for n in ("emu_main.cpp", "selftest.cpp", "cuda_emu.h", "npy.h")]
     files += sorted(glob.glob(os.path.join(CSRC, "kernels", "*")))
-    files += [os.path.join(CSRC, n) for n in ("render_tiles.h", "render_geoms.h")]
     return files
 
 

@@ -27,7 +27,7 @@ def _constant(path: str, name: str) -> int:
     expr = m.group(1).strip()
     m2 = re.fullmatch(r"static_cast<int>\(render::kChunk\)", expr)
     if m2:
-        return _constant(os.path.join(ROOT, "csrc", "render_tiles.h"), "kChunk")
+        return _constant(os.path.join(KERNELS, "render_tiles.h"), "kChunk")
     return int(expr)
 
 
@@ -38,7 +38,7 @@ def _constant(path: str, name: str) -> int:
     ("record_qpos.cuh", "kRecordThreads", "RECORD_THREADS"),
     ("render_tiles.cuh", "kRenderThreads", "RENDER_THREADS"),
     ("render_tiles.cuh", "kRefitThreads", "REFIT_THREADS"),
-    ("../render_tiles.h", "kChunk", "RENDER_CHUNK"),
+    ("render_tiles.h", "kChunk", "RENDER_CHUNK"),
 ])
 def test_python_mirror_equals_the_headers(header, name, mirror):
     assert getattr(launch_plan, mirror) == _constant(os.path.join(KERNELS, header), name)

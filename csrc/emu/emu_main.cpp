@@ -35,8 +35,6 @@ using flycuda_emu::launch;
 
 namespace {
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 struct Case {
   fs::path dir;
   std::string op;

@@ -4,13 +4,13 @@
 // One thread per pixel of each selected world: idx = (s * H + py) * Wd + px,
 // kRenderThreads a block, so a block covers a run of pixels of one image row
 // (neighbouring rays hit the same geoms and BVH nodes: coherent memory access,
-// little divergence). Each thread runs render_pixel (csrc/render_tiles.h), the
+// little divergence). Each thread runs render_pixel (csrc/kernels/render_tiles.h), the
 // same code as the CPU impl. The static scene (geom table, BVH, triangles,
 // lights) is read with ordinary global loads through the Scene struct; the
 // per-world poses are zero-copy views of MuJoCo Warp's geom_xpos/geom_xmat.
 #pragma once
 
-#include "../render_tiles.h"
+#include "render_tiles.h"
 #include "platform.h"
 
 #include <climits>

@@ -1,7 +1,7 @@
 """Grid emulation of ``render_tiles_kernel`` (csrc/cuda/render_tiles.cu), thread by thread.
 
 The per-thread flow mirrors ``refit_top``, ``render_pixel``/``trace``/``shade`` and
-``traverse``/``hit_mesh`` in csrc/render_tiles.h and render_geoms.h line by line:
+``traverse``/``hit_mesh`` in csrc/kernels/render_tiles.h and render_geoms.h line by line:
 the top-level refit (one thread per tile, bottom-up), index decomposition, camera
 ray, unbounded geoms then the top-level BVH, bounding-sphere reject, world-to-local
 transform, BVH traversal with an explicit stack, nearest-hit selection, zfar test,

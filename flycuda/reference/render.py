@@ -1,4 +1,4 @@
-"""Vectorized float64 reference of ``flycuda.render_tiles`` (csrc/render_tiles.h).
+"""Vectorized float64 reference of ``flycuda.render_tiles`` (csrc/kernels/render_tiles.h).
 
 Every ray of every selected world at once, intersected with every geom by
 closed-form formulas, and meshes by brute force over all their triangles (no
