@@ -118,7 +118,7 @@ def plot_tracking(source, out: str | None = None, *, worlds: Sequence[int] | Non
     ax.bar(np.arange(len(names)), rmse, color=colors[0])
     ax.set_xticks(np.arange(len(names)), names, rotation=90, fontsize=6)
     ax.set_ylabel("tracking RMSE (deg)", fontsize=8)
-    ax.set_title(f"tracking RMSE per DOF over {data["total"]} worlds (mean {float(np.sqrt(np.mean(rmse ** 2))):.2f} deg)",
+    ax.set_title(f"tracking RMSE per DOF over {data['total']} worlds (mean {float(np.sqrt(np.mean(rmse ** 2))):.2f} deg)",
                  fontsize=9)
     fig.suptitle(title or f"replayed (solid) vs target (dashed) joint angles, worlds {worlds}", fontsize=11)
     if out is not None:
