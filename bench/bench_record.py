@@ -37,6 +37,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _results import append_results, format_table  # noqa: E402
 
 GIB, MIB = 2**30, 2**20
+MEASURES = ("memory@scale", "memory(dur)", "overhead", "writer", "afterwards")
 
 
 def memory_at_scale(worlds=8192, seconds=10.0, dt=1e-4, nq=73, dofs=42, frames=660, fps_video=30.0):
@@ -189,15 +190,20 @@ def main(argv=None):
     p.add_argument("--render-worlds", type=int, default=4)
     p.add_argument("--render-frames", type=int, default=40)
     p.add_argument("--render-size", default="160x120")
+    p.add_argument("--measures", nargs="+", default=list(MEASURES), choices=list(MEASURES),
+                   help="which measures to run (default all)")
     p.add_argument("--no-results", action="store_true", help="print only (no row in bench/RESULTS.md)")
     a = p.parse_args(argv)
     size = tuple(int(x) for x in a.render_size.split("x"))
+    runs = {"memory@scale": lambda tmp: memory_at_scale(),
+            "memory(dur)": lambda tmp: memory_by_duration(a.base, tmp),
+            "overhead": lambda tmp: overhead(a.device, a.duration, a.repeats, tmp, a.models),
+            "writer": writer_rate,
+            "afterwards": lambda tmp: afterwards(tmp, a.render_worlds, size, a.render_frames)}
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        rows = memory_at_scale()
-        rows += memory_by_duration(a.base, tmp)
-        rows += overhead(a.device, a.duration, a.repeats, tmp, a.models)
-        rows += writer_rate(tmp)
-        rows += afterwards(tmp, a.render_worlds, size, a.render_frames)
+        for m in a.measures:
+            rows += runs[m](tmp)
     table = format_table(["measure", "setting", "flycuda", "baseline", "baseline is", "ratio"], rows)
     print(table)
     if not a.no_results:
