@@ -96,7 +96,7 @@ def memory_by_duration(base: float, tmp: str):
 
 def overhead(device: str, duration: float, repeats: int, tmp: str, models):
     from flycuda.replay import replay
-    from flycuda.scenario import build_worlds, choose  # noqa: F401
+    from flycuda.scenario import build_worlds
 
     rows = []
     for model in models:

@@ -21,6 +21,7 @@ controls (same inputs, same counter values: bit-identical to what was applied).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from dataclasses import dataclass, field
@@ -73,18 +74,17 @@ class Tracker:
     it is called at the counter values of the chunk's samples (advance ``every``)."""
 
     def __init__(self, targets, worlds: int, dofs: int, rows_chunk: int, every: int, settle_row: int,
-                 device: torch.device, keep: bool):
+                 device: torch.device):
         self.targets, self.every, self.settle_row = targets, every, settle_row
         self.counter = ops.new_step_counter(device)
         self.buf = torch.full((worlds, rows_chunk, dofs), math.nan, device=device)  # one chunk of targets
         self.diff = torch.empty(worlds, rows_chunk, dofs, dtype=torch.float64, device=device)  # no temporaries
         self.sq = torch.zeros(dofs, dtype=torch.float64, device=device)
         self.count = 0
-        self.keep = keep  # also hand the targets to the store
 
-    def chunk(self, angles: torch.Tensor, k0: int, n: int) -> torch.Tensor:
-        """Targets of samples k0 .. k0+n-1 into ``self.buf`` and their error against
-        ``angles`` ([W, >= n, D]) into the sums; returns the targets [W, n, D]."""
+    def chunk(self, angles: torch.Tensor, k0: int, n: int) -> None:
+        """Targets of samples k0 .. k0+n-1 into ``self.buf[:, :n]`` and their error
+        against ``angles`` ([W, >= n, D]) into the sums."""
         self.counter[:1].fill_(k0 * self.every)
         for j in range(n):
             self.targets(self.buf[:, j], self.counter, self.every)
@@ -95,7 +95,6 @@ class Tracker:
             diff.sub_(self.buf[:, lo:n])
             self.sq += diff.square_().sum(dim=(0, 1))
             self.count += diff.shape[0] * diff.shape[1]
-        return self.buf[:, :n]
 
 
 class Recorder:
@@ -148,7 +147,7 @@ class Recorder:
         with a store, the targets are stored too (array "targets")."""
         st = self.stream(self.track)
         W, C, D = st.ring.shape[1], st.C, st.ring.shape[3]
-        self.tracker = Tracker(targets, W, D, C, st.obs.every, settle_row, self.device, keep=self.store)
+        self.tracker = Tracker(targets, W, D, C, st.obs.every, settle_row, self.device)
         if self.store:
             self._target_host = [self._host_buffer(W, C, D) for _ in range(RING)]
             self._target_free = [threading.Semaphore(1) for _ in range(RING)]
@@ -181,68 +180,54 @@ class Recorder:
                 self._flush(st, st.flushed)
                 st.flushed += 1
 
-    def finish(self) -> dict:
-        """Queues the last (partial) chunks; returns samples queued per observable.
-        Later work on the simulation stream is ordered after every copy out."""
+    def finish(self) -> None:
+        """Queues the last (partial) chunks; later work on the simulation stream is
+        ordered after every copy out."""
         self.flush_ready(self.steps)
-        if self.on_cuda:
-            torch.cuda.current_stream(self.device).wait_stream(self.copy_stream)
-        return self.rows_written()
+        self.abort()
 
     def abort(self) -> None:
-        """After an error: later work on the simulation stream (and the memory freed
-        with this recorder) waits for whatever the side stream still does."""
+        """Later work on the simulation stream (and the memory freed with this
+        recorder) waits for whatever the side stream still does (also after an error)."""
         if self.on_cuda:
             torch.cuda.current_stream(self.device).wait_stream(self.copy_stream)
 
-    def rows_written(self) -> dict:
-        out = {st.obs.name: min(st.flushed * st.C, st.rows) for st in self.streams}
-        if self.tracker is not None and self.tracker.keep and self.writer is not None:
-            out["targets"] = out[self.track]
-        return out
-
     def _flush(self, st: _Stream, c: int) -> None:
+        """Chunk c out of its ring slot: on CUDA on the side stream, ordered after the
+        producing steps by an event, copies non-blocking; on the CPU the same, in order."""
         slot, k0 = c % RING, c * st.C
         n = st.last_row(c) + 1 - k0
         tracked = self.tracker is not None and st.obs.name == self.track
         if self.writer is None and not tracked:
             return
-        if not self.on_cuda:
-            self._flush_cpu(st, slot, k0, n, tracked)
-            return
-        sim = torch.cuda.current_stream(self.device)
-        filled = torch.cuda.Event(blocking=True)
-        filled.record(sim)
+        sim = filled = copied = None
+        if self.on_cuda:
+            sim = torch.cuda.current_stream(self.device)
+            filled = torch.cuda.Event(blocking=True)
+            filled.record(sim)
         if st.host:
             st.free[slot].acquire()  # blocks only when the writer is RING chunks behind
-        with torch.cuda.stream(self.copy_stream):
-            self.copy_stream.wait_event(filled)
+        side = torch.cuda.stream(self.copy_stream) if self.on_cuda else contextlib.nullcontext()
+        with side:
+            if filled is not None:
+                self.copy_stream.wait_event(filled)
             if st.host:  # whole slots: contiguous on both sides, so truly asynchronous
-                st.host[slot].copy_(st.ring[slot], non_blocking=True)
-            targets = self.tracker.chunk(st.ring[slot], k0, n) if tracked else None
-            if targets is not None and self._keeps_targets():
+                st.host[slot].copy_(st.ring[slot], non_blocking=self.on_cuda)
+            with_targets = tracked and self.writer is not None
+            if tracked:
+                self.tracker.chunk(st.ring[slot], k0, n)
+            if with_targets:
                 self._target_free[slot].acquire()
-                self._target_host[slot].copy_(self.tracker.buf, non_blocking=True)
-            copied = torch.cuda.Event(blocking=True)  # the writer thread sleeps on it, not spins
-            copied.record(self.copy_stream)
-        st.copied[slot] = copied
-        nxt = st.copied[(c + 1) % RING]
-        if nxt is not None:  # the slot the next chunk fills: its last copy must be done
-            sim.wait_event(nxt)
-        self._queue(st, slot, k0, n, copied.synchronize, targets is not None)
-
-    def _flush_cpu(self, st: _Stream, slot: int, k0: int, n: int, tracked: bool) -> None:
-        if st.host:
-            st.free[slot].acquire()
-            st.host[slot].copy_(st.ring[slot])
-        targets = self.tracker.chunk(st.ring[slot], k0, n) if tracked else None
-        if targets is not None and self._keeps_targets():
-            self._target_free[slot].acquire()
-            self._target_host[slot].copy_(self.tracker.buf)
-        self._queue(st, slot, k0, n, None, targets is not None)
-
-    def _keeps_targets(self) -> bool:
-        return self.writer is not None and self.tracker is not None and self.tracker.keep
+                self._target_host[slot].copy_(self.tracker.buf, non_blocking=self.on_cuda)
+            if self.on_cuda:
+                copied = torch.cuda.Event(blocking=True)  # the writer thread sleeps on it, not spins
+                copied.record(self.copy_stream)
+        if copied is not None:
+            st.copied[slot] = copied
+            nxt = st.copied[(c + 1) % RING]
+            if nxt is not None:  # the slot the next chunk fills: its last copy must be done
+                sim.wait_event(nxt)
+        self._queue(st, slot, k0, n, copied.synchronize if copied is not None else None, with_targets)
 
     def _queue(self, st: _Stream, slot: int, k0: int, n: int, wait, with_targets: bool) -> None:
         if self.writer is None:
@@ -250,7 +235,7 @@ class Recorder:
         w0 = self.world_offset
         self.writer.put(st.obs.name, w0, k0, lambda: st.host[slot][:, :n].numpy(), wait=wait,
                         done=st.free[slot].release)
-        if with_targets and self._keeps_targets():
+        if with_targets:
             self.writer.put("targets", w0, k0, lambda: self._target_host[slot][:, :n].numpy(), wait=wait,
                             done=self._target_free[slot].release)
 
