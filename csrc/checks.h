@@ -56,26 +56,6 @@ kernels::RecordPlan check_record_chunk(const at::Tensor& source,   // [W, N]
                                        const at::Tensor& step,     // [1] or [2]
                                        int64_t every, bool check_values);
 
-// Validates the shapes, dtypes and devices of every argument of render_tiles
-// (see registration.cpp).
-void check_render_tiles(const at::Tensor& geom_xpos, const at::Tensor& geom_xmat,
-                        const at::Tensor& cam_pos, const at::Tensor& cam_mat,
-                        const at::Tensor& worlds, const at::Tensor& geom_ids,
-                        const at::Tensor& geom_info, const at::Tensor& geom_param,
-                        const at::Tensor& bvh_bounds, const at::Tensor& bvh_index,
-                        const at::Tensor& tris, const at::Tensor& top_index,
-                        const at::Tensor& unbounded, const at::Tensor& lights,
-                        const at::Tensor& headlight, double fovy, double zfar, int64_t samples,
-                        int64_t height, int64_t width, int64_t mosaic_cols, const at::Tensor& rgb,
-                        const at::Tensor& depth, const at::Tensor& seg,
-                        const at::Tensor& top_bounds, const at::Tensor& timers);
-
-// Validates render_tiles' index values (worlds, geom ids, mesh roots, BVH links);
-// needs device-to-host copies on CUDA, so the CUDA impl skips it during capture.
-void check_render_tiles_indices(const at::Tensor& geom_xpos, const at::Tensor& worlds,
-                                const at::Tensor& geom_ids, const at::Tensor& geom_info,
-                                const at::Tensor& geom_param, const at::Tensor& bvh_bounds,
-                                const at::Tensor& bvh_index, const at::Tensor& tris,
-                                const at::Tensor& top_index, const at::Tensor& unbounded);
+// render_tiles' checks: csrc/render_args.h.
 
 }  // namespace flycuda

@@ -51,14 +51,13 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "record_chunk(Tensor source, Tensor columns, Tensor(a!) chunks, Tensor step, "
       "int every) -> ()");
-  // Ray-cast every selected world's camera view into RGB tiles (or a mosaic),
-  // planar depth and geom-id segmentation; see csrc/kernels/render_tiles.h.
+  // Ray-cast every selected world's cameras into RGB tiles (or a mosaic), planar
+  // depth and geom-id segmentation: scene = flycuda.scene.Scene.FIELDS in order,
+  // pixels = pixel ids to cast (empty: all); see csrc/kernels/render_tiles.cuh.
   m.def(
       "render_tiles(Tensor geom_xpos, Tensor geom_xmat, Tensor cam_pos, Tensor cam_mat, "
-      "Tensor worlds, Tensor geom_ids, Tensor geom_info, Tensor geom_param, Tensor bvh_bounds, "
-      "Tensor bvh_index, Tensor tris, Tensor top_index, Tensor unbounded, Tensor lights, "
-      "Tensor headlight, float fovy, float zfar, "
-      "int samples, bool shadows, int height, int width, int mosaic_cols, bool check, "
-      "Tensor(a!) rgb, "
-      "Tensor(b!) depth, Tensor(c!) seg, Tensor(d!) top_bounds, Tensor(e!) timers) -> ()");
+      "Tensor worlds, Tensor[] scene, float[] fovy, float zfar, int samples, bool shadows, "
+      "int height, int width, int mosaic_cols, Tensor pixels, bool check, "
+      "Tensor(a!) rgb, Tensor(b!) depth, Tensor(c!) seg, Tensor(d!) top_boxes, "
+      "Tensor(e!) timers) -> ()");
 }

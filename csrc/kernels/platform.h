@@ -40,3 +40,14 @@
 #if defined(__CUDA_ARCH__) || defined(FLYCUDA_EMU)
 #define FLYCUDA_DEVICE_PATH 1
 #endif
+
+// FLYCUDA_NOINLINE: a function the device code calls rather than inlines (e.g. the
+// ray traversal, called for primary and shadow rays: one copy each, with its own
+// register allocation, instead of inlined copies that add up in the kernel).
+#if defined(__CUDACC__)
+#define FLYCUDA_NOINLINE __noinline__
+#elif defined(__GNUC__)
+#define FLYCUDA_NOINLINE __attribute__((noinline))
+#else
+#define FLYCUDA_NOINLINE
+#endif
