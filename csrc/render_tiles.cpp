@@ -36,7 +36,11 @@ void render_tiles_cpu(FLYCUDA_RENDER_TILES_PARAMS) {
       int64_t stage[2] = {0, 0};
       const int64_t start = tim ? render::now() : 0;
       for (int thread = 0; thread < plan.threads; ++thread) {
-        kernels::run_pixel(a, plan, block, thread, tim ? stage : nullptr);
+        if (tim) {
+          kernels::run_pixel<true>(a, plan, block, thread, stage);
+        } else {
+          kernels::run_pixel<false>(a, plan, block, thread, nullptr);
+        }
       }
       if (tim) {
         tim[block * render::kTimers + 0] = stage[0];

@@ -18,10 +18,10 @@ COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (st
 TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
 # csrc/kernels/record_qpos.cuh
 RECORD_THREADS = 256           # kRecordThreads (record_qpos, record_chunk)
-# csrc/kernels/render_tiles.h / render_tiles.cuh
-RENDER_CHUNK = 128             # render::kChunk: pixels per timer chunk = per CUDA block
-RENDER_THREADS = RENDER_CHUNK  # kRenderThreads
-REFIT_THREADS = 32             # kRefitThreads
+# csrc/kernels/render_tiles.cuh
+RENDER_THREADS = 128           # kRenderThreads: pixels per block (= timer row)
+RENDER_TILE_W, RENDER_TILE_H = 16, 8  # kTileW, kTileH: one block's pixels (4 warps of 8 x 4)
+REFIT_THREADS = 32             # kRefitThreads: one block per selected world
 
 INT32_MAX = 2 ** 31 - 1
 
@@ -76,6 +76,10 @@ def plan_motion_to_ctrl(W: int, D: int, advance: int, has_ticket: bool,
                             too_large=blocks > INT32_MAX)
 
 
-def render_blocks(pixels: int) -> int:
-    """Blocks (= timer chunks) of a render_tiles launch over ``pixels`` pixels."""
-    return cdiv(pixels, RENDER_CHUNK)
+def render_blocks(tiles: int, height: int, width: int, pixels: int = 0) -> int:
+    """Blocks (= timer rows) of a render_tiles launch over ``tiles`` images: 16 x 8
+    pixel blocks of each image, or with a pixel list of ``pixels`` entries, 128
+    consecutive entries (kernels/render_tiles.cuh plan_render_tiles)."""
+    if pixels > 0:
+        return cdiv(tiles * pixels, RENDER_THREADS)
+    return tiles * cdiv(width, RENDER_TILE_W) * cdiv(height, RENDER_TILE_H)

@@ -200,67 +200,84 @@ _COUNTER_BYTES = 20  # csrc/kernels/motion_to_ctrl.cuh kCounterBytes (flycuda.la
 
 
 def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torch.Tensor,
-                 cam_mat: torch.Tensor, worlds: torch.Tensor, scene, *, fovy: float, height: int,
+                 cam_mat: torch.Tensor, worlds: torch.Tensor, scene, *, fovy, height: int,
                  width: int, rgb: torch.Tensor | None = None, depth: torch.Tensor | None = None,
                  seg: torch.Tensor | None = None, mosaic_cols: int = 0, samples: int = 1,
-                 shadows: bool = False, zfar: float | None = None,
-                 top_bounds: torch.Tensor | None = None, timers: torch.Tensor | None = None,
+                 shadows: bool = False, zfar: float | None = None, pixels: torch.Tensor | None = None,
+                 top_boxes: torch.Tensor | None = None, timers: torch.Tensor | None = None,
                  check: bool = True) -> None:
-    """Ray-casts each selected world's camera view into preallocated outputs.
+    """Ray-casts each selected world's cameras into preallocated outputs.
 
     Args:
         geom_xpos: float32 [W, G, 3] geom positions (e.g. ``wp.to_torch(d.geom_xpos)``).
         geom_xmat: float32 [W, G, 9] (or [W, G, 3, 3]) geom orientations.
-        cam_pos: float32 [W, 3] camera position per world; cam_mat: float32 [W, 9] (or
-            [W, 3, 3]) camera orientation (MuJoCo convention: looks along -z, y up).
-        worlds: int32 [S] worlds to render; output s holds world ``worlds[s]``.
+        cam_pos: float32 [W, C, 3] the C cameras' positions per world ([W, 3]: one camera);
+            cam_mat: float32 [W, C, 9] (or [W, C, 3, 3]; [W, 9] or [W, 3, 3]: one camera)
+            orientations (MuJoCo convention: looks along -z, y up). C <= 8.
+        worlds: int32 [S] worlds to render; image (s, c) shows camera c of world ``worlds[s]``.
         scene: a :class:`flycuda.scene.Scene` (geoms, meshes with BVHs, lights).
-        fovy: vertical field of view in degrees; height, width: tile size in pixels.
-        rgb: uint8 [S, H, Wd, 3] tiles, or with ``mosaic_cols`` > 0 the mosaic
-            [ceil(S / cols) * H, cols * Wd, 3] (tile s at row s // cols, column s % cols).
-        depth: float32 [S, H, Wd] planar depth (0 for background).
-        seg: int32 [S, H, Wd] geom id (-1 for background).
+        fovy: vertical field of view in degrees, one per camera (a number: every camera).
+        height, width: image size in pixels.
+        rgb: uint8 [S, C, H, Wd, 3] images ([S, H, Wd, 3] when C = 1), or with a pixel
+            list [S, C, P, 3], or with ``mosaic_cols`` > 0 the mosaic
+            [ceil(S * C / cols) * H, cols * Wd, 3] (image s * C + c at row (s * C + c) // cols).
+        depth: float32 [S, C, H, Wd] planar depth (0 for background); seg: int32 likewise,
+            the geom id (-1 for background); [S, C, P] with a pixel list.
         samples: n: n x n rays per pixel, averaged (depth/seg from the first).
         shadows: cast shadow rays towards the lights that cast shadows.
         zfar: far plane (planar depth; 0 = none); default the scene's (MuJoCo's).
-        top_bounds: float32 [S, Nt, 6] workspace (Nt = ``scene.top_index.shape[0]``):
-            each selected world's top-level BVH over its geom boxes, refit from the
-            poses at the start of the call (rows [s] for ``worlds[s]``). With it, rays
-            walk that BVH; without it, they test every geom (slower; the same images
-            up to rounding on far silhouettes).
-        timers: int64 [ceil(pixels / 128), 3] in-kernel stage timers per chunk of 128
-            pixels (a CUDA block): trace, shade (summed over its pixels) and the chunk's
-            total; clock64 cycles on CUDA, nanoseconds on CPU. ``pixels`` counts every
-            tile (every mosaic cell in mosaic mode).
+        pixels: int32 [P] pixel ids (py * width + px) to cast instead of every pixel
+            (e.g. the raw pixels a retina reads); outputs then hold P entries per image.
+        top_boxes: float32 [S, Nt, 12] workspace (Nt = ``scene.top_links.shape[0]``):
+            each selected world's top-level BVH, refit from the poses at the start of the
+            call. Allocated here when None (pass one to capture the call in a graph).
+        timers: int64 [blocks, 3] in-kernel stage timers per block of 128 pixels
+            (flycuda.launch_plan.render_blocks): trace, shade (summed over its pixels)
+            and the block's total; clock64 cycles on CUDA, nanoseconds on CPU.
+        check: validate the index values (worlds, geom ids, pixel ids, BVH links and
+            depths); on CUDA this copies them to the host (skipped while capturing a
+            graph). Pass False only for inputs already validated (TileRenderer checks
+            its static scene once).
 
-        check: validate the index values (worlds, geom ids, BVH links, top level); on CUDA this
-            copies them to the host (skipped while capturing a graph). Pass False only
-            for inputs already validated (TileRenderer checks its static scene once).
-
-    Outputs left as None are not computed. Nothing is allocated: the call can be
-    captured in a CUDA graph.
+    Outputs left as None are not computed. With top_boxes given nothing is
+    allocated: the call can be captured in a CUDA graph.
     """
-    def flat(name, t, n):  # [..., 3, 3] -> [..., 9] as a view: never a silent copy
-        if t.dim() != n + 2:
-            return t
-        try:
-            return t.view(*t.shape[:n], 9)
-        except RuntimeError as e:
-            raise ValueError(f"flycuda.render_tiles: argument '{name}' of shape {tuple(t.shape)} and strides "
-                             f"{t.stride()} cannot be viewed as [..., 9] (each 3x3 matrix must be "
-                             f"contiguous); pass it as [..., 9] or make it contiguous") from e
-
-    empty_u8 = torch.empty(0, dtype=torch.uint8, device=geom_xpos.device)
-    empty_f = torch.empty(0, dtype=torch.float32, device=geom_xpos.device)
-    empty_i = torch.empty(0, dtype=torch.int32, device=geom_xpos.device)
+    dev = geom_xpos.device
+    cam_pos = cam_pos.unsqueeze(1) if cam_pos.dim() == 2 else cam_pos  # [W, 3]: one camera
+    cam_mat = _flat9("cam_mat", cam_mat, cam_mat.dim() - 2)
+    cam_mat = cam_mat.unsqueeze(1) if cam_mat.dim() == 2 else cam_mat
+    C = cam_pos.shape[1] if cam_pos.dim() == 3 else 1
+    fov = [float(f) for f in fovy] if isinstance(fovy, (list, tuple)) else [float(fovy)] * C
+    if rgb is not None and mosaic_cols == 0 and rgb.dim() == (3 if pixels is not None else 4) and C == 1:
+        rgb = rgb.unsqueeze(1)
+    if depth is not None and depth.dim() == (2 if pixels is not None else 3) and C == 1:
+        depth = depth.unsqueeze(1)
+    if seg is not None and seg.dim() == (2 if pixels is not None else 3) and C == 1:
+        seg = seg.unsqueeze(1)
+    if top_boxes is None:
+        top_boxes = torch.empty(worlds.shape[0], scene.top_links.shape[0], 12, device=dev)
+    empty_u8 = torch.empty(0, dtype=torch.uint8, device=dev)
+    empty_f = torch.empty(0, dtype=torch.float32, device=dev)
+    empty_i = torch.empty(0, dtype=torch.int32, device=dev)
     torch.ops.flycuda.render_tiles.default(
-        geom_xpos, flat("geom_xmat", geom_xmat, 2), cam_pos, flat("cam_mat", cam_mat, 1), worlds, scene.geom_ids,
-        scene.geom_info, scene.geom_param, scene.bvh_bounds, scene.bvh_index, scene.tris,
-        scene.top_index, scene.unbounded, scene.lights, scene.headlight, float(fovy), float(scene.zfar if zfar is None else zfar),
-        int(samples), bool(shadows), int(height), int(width), int(mosaic_cols), bool(check),
+        geom_xpos, _flat9("geom_xmat", geom_xmat, 2), cam_pos, cam_mat, worlds, scene.tensors(), fov,
+        float(scene.zfar if zfar is None else zfar), int(samples), bool(shadows), int(height), int(width),
+        int(mosaic_cols), empty_i if pixels is None else pixels, bool(check),
         empty_u8 if rgb is None else rgb, empty_f if depth is None else depth,
-        empty_i if seg is None else seg, empty_f if top_bounds is None else top_bounds,
-        torch.empty(0, dtype=torch.int64, device=geom_xpos.device) if timers is None else timers)
+        empty_i if seg is None else seg, top_boxes,
+        torch.empty(0, dtype=torch.int64, device=dev) if timers is None else timers)
+
+
+def _flat9(name: str, t: torch.Tensor, n: int) -> torch.Tensor:
+    """[..., 3, 3] -> [..., 9] as a view (n leading dims): never a silent copy."""
+    if t.dim() != n + 2 or t.shape[-2:] != (3, 3):
+        return t
+    try:
+        return t.view(*t.shape[:n], 9)
+    except RuntimeError as e:
+        raise ValueError(f"flycuda.render_tiles: argument '{name}' of shape {tuple(t.shape)} and strides "
+                         f"{t.stride()} cannot be viewed as [..., 9] (each 3x3 matrix must be "
+                         f"contiguous); pass it as [..., 9] or make it contiguous") from e
 
 
 # --- fake kernels (shape/dtype checks only) for torch.compile ---------------------
@@ -337,13 +354,15 @@ def _record_chunk_fake(source, columns, chunks, step, every):
 
 
 @torch.library.register_fake("flycuda::render_tiles")
-def _render_tiles_fake(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, geom_ids, geom_info, geom_param,
-                       bvh_bounds, bvh_index, tris, top_index, unbounded, lights, headlight, fovy, zfar,
-                       samples, shadows, height, width, mosaic_cols, check, rgb, depth, seg,
-                       top_bounds, timers):
+def _render_tiles_fake(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, fovy, zfar, samples, shadows,
+                       height, width, mosaic_cols, pixels, check, rgb, depth, seg, top_boxes, timers):
     torch._check(geom_xpos.dim() == 3 and geom_xpos.dtype == torch.float32,
                  lambda: f"flycuda.render_tiles: argument 'geom_xpos' must be float32 [W, G, 3], got {geom_xpos.dtype} {tuple(geom_xpos.shape)}")
+    torch._check(cam_pos.dim() == 3 and len(fovy) == cam_pos.shape[1],
+                 lambda: f"flycuda.render_tiles: argument 'fovy' must hold one angle per camera, got {len(fovy)} for cam_pos {tuple(cam_pos.shape)}")
+    torch._check(len(scene) == 10, lambda: f"flycuda.render_tiles: argument 'scene' must hold 10 tensors, got {len(scene)}")
     torch._check(height > 0 and width > 0, lambda: "flycuda.render_tiles: the image must not be empty")
     _check_same_device("render_tiles", "geom_xpos", geom_xpos, geom_xmat=geom_xmat, cam_pos=cam_pos,
-                       cam_mat=cam_mat, worlds=worlds, rgb=rgb, depth=depth, seg=seg)
+                       cam_mat=cam_mat, worlds=worlds, pixels=pixels, rgb=rgb, depth=depth, seg=seg,
+                       top_boxes=top_boxes, timers=timers)
     return None

@@ -29,12 +29,16 @@ class TileRenderer:
 
     Args:
         sim: a :class:`flycuda.bridge.Sim`.
-        camera: a model camera's name, or ``(pos [3], mat [3, 3], fovy)`` for a
-            fixed camera (the same in every world).
-        width, height: tile size in pixels.
+        camera: a model camera's name, or ``(pos [3], mat [3, 3], fovy)`` for a fixed
+            camera (the same in every world), or a list of up to 8 of either kind (e.g.
+            FlyGym's two eye cameras, or a tracking and a side view): several cameras
+            per world, rendered in one launch.
+        width, height: image size in pixels (every camera).
         worlds: indices of the worlds to render (default all).
-        rgb, depth, seg: which outputs to produce.
-        mosaic: write RGB straight into one mosaic image (``self.rgb``) instead of tiles.
+        rgb, depth, seg: which outputs to produce. With one camera (not a list) they are
+            [S, H, Wd(, 3)]; with a list, [S, C, H, Wd(, 3)].
+        mosaic: write RGB straight into one mosaic image (``self.rgb``) instead of
+            images; a world's cameras sit side by side in one row.
         samples: n x n rays per pixel; shadows: shadow rays.
         groups: geom groups to show (MuJoCo Warp's default: 0, 1, 2).
         timers: keep in-kernel stage timers (``self.timers``, see :meth:`stage_times`).
@@ -53,45 +57,44 @@ class TileRenderer:
         self.scene = pack_scene(sim.mjm, groups=groups).to(dev)
         self.geom_xpos = sim.view("geom_xpos")
         self.geom_xmat = sim.view("geom_xmat").reshape(W, -1, 9)
-        if isinstance(camera, str):
-            cid = sim.camera_id(camera)
-            self.cam_pos = sim.view("cam_xpos")[:, cid]            # [W, 3] view: follows the sim
-            self.cam_mat = sim.view("cam_xmat")[:, cid].reshape(W, 9)
-            self.fovy = float(sim.mjm.cam_fovy[cid])
-        else:
-            pos, mat, fovy = camera
-            self.cam_pos = torch.as_tensor(pos, dtype=torch.float32, device=dev).reshape(1, 3).expand(W, 3)
-            self.cam_mat = torch.as_tensor(mat, dtype=torch.float32, device=dev).reshape(1, 9).expand(W, 9)
-            self.fovy = float(fovy)
+        several = isinstance(camera, list)
+        self.cam_pos, self.cam_mat, self.fovy, self._gather = _cameras(sim, camera if several else [camera])
+        C = self.cam_pos.shape[1]
         sel = list(range(W)) if worlds is None else [int(w) for w in worlds]
         if not sel or min(sel) < 0 or max(sel) >= W:
             raise RenderError(f"worlds must be indices in [0, {W}), got {sel[:8]}")
         self.worlds = torch.tensor(sel, dtype=torch.int32, device=dev)
         S = len(sel)
-        self.cols = mosaic_shape(S)[1] if mosaic else 0
+        self.cols = mosaic_shape(S)[1] * C if mosaic else 0
+        images = math.ceil(S * C / self.cols) * self.cols if (mosaic and rgb) else S * C
         if rgb:
-            shape = ((math.ceil(S / self.cols) * height, self.cols * width, 3) if mosaic
-                     else (S, height, width, 3))
-            self.rgb = torch.zeros(shape, dtype=torch.uint8, device=dev)
+            self.rgb = (torch.zeros(math.ceil(S * C / self.cols) * height, self.cols * width, 3, dtype=torch.uint8,
+                                    device=dev) if mosaic else torch.zeros(S, C, height, width, 3, dtype=torch.uint8,
+                                                                           device=dev))
         else:
             self.rgb = None
-        self.depth = torch.zeros(S, height, width, device=dev) if depth else None
-        self.seg = torch.full((S, height, width), -1, dtype=torch.int32, device=dev) if seg else None
-        # Workspace: each tile's top-level BVH boxes, refit by every render.
-        self.top_bounds = torch.empty(S, self.scene.top_index.shape[0], 6, device=dev)
-        tiles_n = (math.ceil(S / self.cols) * self.cols) if (mosaic and rgb) else S
-        chunks = launch_plan.render_blocks(tiles_n * height * width)  # one row per CUDA block
-        self.timers = torch.zeros(chunks, 3, dtype=torch.int64, device=dev) if timers else None
+        self.depth = torch.zeros(S, C, height, width, device=dev) if depth else None
+        self.seg = torch.full((S, C, height, width), -1, dtype=torch.int32, device=dev) if seg else None
+        if not several:  # one camera: [S, H, Wd(, 3)] views of the same buffers
+            self.rgb = self.rgb[:, 0] if (self.rgb is not None and not mosaic) else self.rgb
+            self.depth = self.depth[:, 0] if self.depth is not None else None
+            self.seg = self.seg[:, 0] if self.seg is not None else None
+        # Workspace: each selected world's top-level BVH, refit by every render.
+        self.top_boxes = torch.empty(S, self.scene.top_links.shape[0], 12, device=dev)
+        blocks = launch_plan.render_blocks(images, height, width)  # one timer row per CUDA block
+        self.timers = torch.zeros(blocks, 3, dtype=torch.int64, device=dev) if timers else None
         self._validated = False  # the static scene's indices are checked on the first render
 
     def render(self) -> torch.Tensor | None:
         """Renders the selected worlds into the preallocated outputs; returns ``self.rgb``."""
         from .ops import render_tiles
 
+        if self._gather is not None:  # cameras whose ids are not evenly spaced: gathered each render
+            self._gather()
         render_tiles(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
                      fovy=self.fovy, height=self.height, width=self.width, rgb=self.rgb, depth=self.depth,
                      seg=self.seg, mosaic_cols=self.cols, samples=self.samples, shadows=self.shadows,
-                     top_bounds=self.top_bounds, timers=self.timers, check=not self._validated)
+                     top_boxes=self.top_boxes, timers=self.timers, check=not self._validated)
         # During capture the op skips its index check (no host copies), so a first
         # render captured into a graph has validated nothing yet.
         if not streams.capturing(self.geom_xpos.device):
@@ -111,7 +114,12 @@ class TileRenderer:
     def render_mosaic(self) -> torch.Tensor:
         """The mosaic of the selected worlds (rendered straight into it in mosaic mode)."""
         out = self.render()
-        return out if self.cols else mosaic(out)
+        if self.cols:
+            return out
+        if out.dim() == 5:  # several cameras: a world's images side by side
+            S, C = out.shape[:2]
+            return mosaic(out.reshape(S * C, *out.shape[2:]), cols=mosaic_shape(S)[1] * C)
+        return mosaic(out)
 
 
 class MjwRenderer:
@@ -145,6 +153,36 @@ class MjwRenderer:
 
     def render_mosaic(self) -> torch.Tensor:
         return mosaic(self.render())
+
+
+def _cameras(sim, cams: list):
+    """(cam_pos [W, C, 3], cam_mat [W, C, 9], fovy [C], gather or None) of a list of
+    camera names or fixed ``(pos, mat, fovy)`` cameras. Named cameras are views of the
+    sim's cam_xpos/cam_xmat (evenly spaced ids: one strided view; else buffers that
+    ``gather()`` refills from the sim before each render)."""
+    if not cams or len(cams) > 8:
+        raise RenderError(f"a renderer takes 1 to 8 cameras, got {len(cams)}")
+    dev, W = sim.device, sim.nworld
+    if all(isinstance(c, str) for c in cams):
+        ids = [sim.camera_id(c) for c in cams]
+        fovy = [float(sim.mjm.cam_fovy[i]) for i in ids]
+        xpos, xmat = sim.view("cam_xpos"), sim.view("cam_xmat").reshape(W, -1, 9)
+        step = ids[1] - ids[0] if len(ids) > 1 else 1
+        if step > 0 and ids == list(range(ids[0], ids[0] + step * len(ids), step)):
+            sl = slice(ids[0], ids[-1] + 1, step)
+            return xpos[:, sl], xmat[:, sl], fovy, None
+        idx = torch.tensor(ids, device=dev)
+        pos, mat = xpos.index_select(1, idx), xmat.index_select(1, idx)
+
+        def gather():
+            torch.index_select(xpos, 1, idx, out=pos)
+            torch.index_select(xmat, 1, idx, out=mat)
+        return pos, mat, fovy, gather
+    if any(isinstance(c, str) for c in cams):
+        raise RenderError("cameras must be all model camera names or all fixed (pos, mat, fovy) cameras")
+    pos = torch.stack([torch.as_tensor(c[0], dtype=torch.float32).reshape(3) for c in cams]).to(dev)
+    mat = torch.stack([torch.as_tensor(c[1], dtype=torch.float32).reshape(9) for c in cams]).to(dev)
+    return pos.expand(W, -1, 3), mat.expand(W, -1, 9), [float(c[2]) for c in cams], None
 
 
 def mosaic_shape(worlds: int) -> tuple[int, int]:

@@ -16,32 +16,63 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-PLANE, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = 0, 2, 3, 4, 5, 6, 7
-SUPPORTED = {PLANE, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH}
-PARAM, LIGHT = 12, 10
+PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = 0, 1, 2, 3, 4, 5, 6, 7
+SUPPORTED = {PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH}  # heightfields: as meshes
 LEAF_SIZE = 4
+
+# The layout of csrc/kernels/render/layout.h (tests/test_render_layout.py holds them equal).
+INFO_COLS, INFO_TYPE, INFO_ROOT = 2, 0, 1
+PARAM_COLS, PARAM_SIZE, PARAM_RGB, PARAM_RGB2, PARAM_CHECKER, PARAM_RBOUND = 12, 0, 3, 6, 9, 10
+LIGHT_COLS, LIGHT_DIR, LIGHT_AMBIENT, LIGHT_DIFFUSE, LIGHT_SHADOW = 10, 0, 3, 6, 9
+HEADLIGHT_COLS = 6
+BOX_COLS, LEAF_BITS, TRI_COLS = 12, 3, 12
+STACK, MAX_CAMS, MAX_LIGHTS = 40, 8, 32
+K_INF = 3.0e38  # kInf: an empty box is the point (kInf, kInf, kInf)
+PARAM, LIGHT = PARAM_COLS, LIGHT_COLS  # short names
+
+
+def make_leaf(first: int, count: int) -> int:
+    """layout.h make_leaf: the link of a leaf of items [first, first + count)."""
+    return ~((int(first) << LEAF_BITS) | int(count))
+
+
+def leaf_range(link: int) -> tuple[int, int]:
+    """(first, count) of a leaf link (link < 0)."""
+    v = ~int(link)
+    return v >> LEAF_BITS, v & ((1 << LEAF_BITS) - 1)
+
+
+class SceneError(ValueError):
+    """A scene the renderer cannot draw (e.g. a BVH deeper than the traversal stack)."""
 
 
 @dataclass
 class Scene:
-    """Packed static scene (torch tensors on one device); see csrc/kernels/render_tiles.h."""
+    """Packed static scene (torch tensors on one device); see csrc/kernels/render/layout.h.
+    ``FIELDS`` is the order the op takes them in (render_tiles' ``scene`` list)."""
 
-    geom_ids: torch.Tensor    # int32 [Gr]
-    geom_info: torch.Tensor   # int32 [Gr, 2]: type, BVH root (-1 if not a mesh)
+    geom_ids: torch.Tensor    # int32 [Gr] MuJoCo geom id of each render-list geom
+    geom_info: torch.Tensor   # int32 [Gr, 2]: type, mesh BVH root (-1 if not a mesh)
     geom_param: torch.Tensor  # float32 [Gr, 12]: size[3] rgb[3] rgb2[3] checker rbound pad
-    bvh_bounds: torch.Tensor  # float32 [N, 6]
-    bvh_index: torch.Tensor   # int32 [N, 2]: (left, right) or (first tri, -count)
-    tris: torch.Tensor        # float32 [Ntri, 9]
-    top_index: torch.Tensor   # int32 [Nt, 2]: top level over bounded geoms: (left, right) or (k, -1)
+    bvh_boxes: torch.Tensor   # float32 [N, 12]: both children's boxes (lo, hi) of each mesh BVH node
+    bvh_links: torch.Tensor   # int32 [N, 2]: per child, a later node or a leaf ~(first << 3 | count)
+    tris: torch.Tensor        # float32 [T, 12]: v0, e1, e2 (each padded to 4)
+    top_links: torch.Tensor   # int32 [Nt, 2]: the top level over bounded geoms (leaves: one geom)
     unbounded: torch.Tensor   # int32 [U]: render-list indices of the unbounded geoms (planes)
     lights: torch.Tensor      # float32 [L, 10]: dir[3] ambient[3] diffuse[3] castshadow
     headlight: torch.Tensor   # float32 [6]: ambient[3] diffuse[3]
     zfar: float
+    depths: dict              # {"top": depth, "meshes": {root: depth}} (internal nodes per path)
+
+    FIELDS = ("geom_ids", "geom_info", "geom_param", "bvh_boxes", "bvh_links", "tris", "top_links",
+              "unbounded", "lights", "headlight")
+
+    def tensors(self) -> list:
+        """The scene's tensors in FIELDS order (render_tiles' ``scene`` argument)."""
+        return [getattr(self, f) for f in self.FIELDS]
 
     def to(self, device) -> "Scene":
-        return Scene(*(getattr(self, f).to(device) for f in
-                       ("geom_ids", "geom_info", "geom_param", "bvh_bounds", "bvh_index", "tris",
-                        "top_index", "unbounded", "lights", "headlight")), self.zfar)
+        return Scene(*(getattr(self, f).to(device) for f in self.FIELDS), self.zfar, self.depths)
 
 
 SAH_BINS = 12
@@ -89,66 +120,104 @@ def _sah_split(ids: np.ndarray, lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndar
     return ids[b <= k], ids[b > k]
 
 
+SAH_MAX_DEPTH = 16  # below this depth nodes are halved at the median: depth <= 16 + log2(n / LEAF_SIZE)
+
+
 def _build_tree(lo_t: np.ndarray, hi_t: np.ndarray, cen: np.ndarray, leaf_size: int, sah_min: int):
     """A BVH over n items with boxes [lo_t, hi_t] and centroids ``cen`` [n, 3]: nodes
-    of more than ``sah_min`` items split by the binned surface-area heuristic, smaller
-    ones (and any SAH cannot split, e.g. coincident centroids) at the median centroid
-    of their widest axis, down to leaves of at most ``leaf_size`` items. Siblings sit
-    side by side, after their parent. Returns (bounds [N, 6] float64, index [N, 2] with leaves
-    (position in ``order``, -count), order: item ids in leaf order)."""
+    of more than ``sah_min`` items split by the binned surface-area heuristic down to
+    depth SAH_MAX_DEPTH, the others (and any SAH cannot split, e.g. coincident
+    centroids) at the median centroid of their widest axis, down to leaves of at most
+    ``leaf_size`` items. Returns (nodes, order): nodes a list of (lo, hi, left, right)
+    with leaves (lo, hi, -1 - first position in ``order``, count) and children after
+    their parent; order: item ids in leaf order."""
     def box(ids):
-        return np.concatenate([lo_t[ids].min(axis=0), hi_t[ids].max(axis=0)])
+        return lo_t[ids].min(axis=0), hi_t[ids].max(axis=0)
 
     all_ids = np.arange(len(cen))
-    bounds, index, order = [box(all_ids)], [[0, 0]], []
-    stack = [(all_ids, 0)]  # (items, node)
+    nodes, order = [None], []
+    stack = [(all_ids, 0, 0)]  # (items, node, depth)
     while stack:
-        ids, node = stack.pop()
-        split = _sah_split(ids, lo_t, hi_t, cen) if len(ids) > sah_min else None
-        if split is None and len(ids) > leaf_size:  # no SAH split: halve by the median centroid
+        ids, node, depth = stack.pop()
+        lo, hi = box(ids)
+        split = (_sah_split(ids, lo_t, hi_t, cen) if len(ids) > sah_min and depth < SAH_MAX_DEPTH
+                 else None)
+        if split is None and len(ids) > leaf_size:  # halve by the median centroid
             c = cen[ids]
             axis = int(np.argmax(c.max(axis=0) - c.min(axis=0)))
             srt = ids[np.argsort(c[:, axis], kind="stable")]
             split = (srt[:len(srt) // 2], srt[len(srt) // 2:])
         if split is None:
-            index[node] = [len(order), -len(ids)]
+            nodes[node] = (lo, hi, -1 - len(order), len(ids))
             order.extend(ids.tolist())
             continue
-        left = len(bounds)  # the two children side by side: one parent visit reads adjacent boxes
-        bounds += [box(split[0]), box(split[1])]
-        index += [[0, 0], [0, 0]]
-        index[node] = [left, left + 1]
-        stack.append((split[1], left + 1))
-        stack.append((split[0], left))
-    return np.asarray(bounds), np.asarray(index, np.int64).reshape(-1, 2), np.asarray(order, np.int64)
+        left = len(nodes)
+        nodes += [None, None]
+        nodes[node] = (lo, hi, left, left + 1)
+        stack.append((split[1], left + 1, depth + 1))
+        stack.append((split[0], left, depth + 1))
+    return nodes, np.asarray(order, np.int64)
+
+
+def _compact(nodes, item_offset: int, node_offset: int):
+    """The layout.h form of a tree from _build_tree: one row per INTERNAL node with both
+    children's boxes (boxes [N, 12]) and links [N, 2] (a later node, offset by
+    node_offset, or a leaf make_leaf(first + item_offset, count)); a tree that is one
+    leaf becomes a root whose second child is empty. Returns (boxes, links, depth)."""
+    if nodes[0][2] < 0:  # the whole tree is one leaf
+        lo, hi, first, count = nodes[0]
+        empty = np.full(6, K_INF)
+        boxes = np.concatenate([lo, hi, empty])[None]
+        return boxes, np.asarray([[make_leaf(-1 - first + item_offset, count), make_leaf(0, 0)]]), 1
+    internal = [i for i, n in enumerate(nodes) if n[2] >= 0]
+    new = {old: j for j, old in enumerate(internal)}
+    boxes = np.zeros((len(internal), BOX_COLS))
+    links = np.zeros((len(internal), 2), np.int64)
+    depth = np.zeros(len(nodes), np.int64)
+    depth[0] = 1
+    for j, old in enumerate(internal):
+        for c, kid in enumerate(nodes[old][2:4]):
+            lo, hi, a, b = nodes[kid]
+            boxes[j, 6 * c:6 * c + 3], boxes[j, 6 * c + 3:6 * c + 6] = lo, hi
+            if a < 0:
+                links[j, c] = make_leaf(-1 - a + item_offset, b)
+            else:
+                links[j, c] = new[kid] + node_offset
+                depth[kid] = depth[old] + 1
+    return boxes, links, int(depth.max())
 
 
 def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
-    """A BVH over the triangles ``tris`` [n, 9] (see _build_tree; leaves of at most
-    LEAF_SIZE triangles). Returns (bounds [N, 6], index [N, 2], triangles reordered
-    to leaf order); node/tri indices are offset by first_node/first_tri."""
+    """A BVH over the triangles ``tris`` [n, 9] (v0, v1, v2; see _build_tree, leaves of at
+    most LEAF_SIZE triangles). Returns (boxes [N, 12], links [N, 2], packed triangles
+    [n, 12] in leaf order: v0, e1, e2, each padded to 4; depth); node and triangle ids
+    are offset by first_node / first_tri."""
     n = tris.shape[0]
     if n == 0:
-        raise ValueError("a mesh without triangles cannot be rendered")
+        raise SceneError("a mesh without triangles cannot be rendered")
     v = tris.reshape(n, 3, 3).astype(np.float64)
-    bounds, index, order = _build_tree(v.min(axis=1), v.max(axis=1), v.mean(axis=1), LEAF_SIZE, SAH_MIN)
-    leaf = index[:, 1] < 0
-    index = index + np.where(leaf[:, None], [first_tri, 0], first_node)
-    return bounds.astype(np.float32), index.astype(np.int32), tris[order]
+    nodes, order = _build_tree(v.min(axis=1), v.max(axis=1), v.mean(axis=1), LEAF_SIZE, SAH_MIN)
+    boxes, links, depth = _compact(nodes, first_tri, first_node)
+    t = tris[order].reshape(n, 3, 3).astype(np.float32)
+    packed = np.zeros((n, 3, 4), np.float32)
+    packed[:, 0, :3] = t[:, 0]
+    packed[:, 1, :3] = t[:, 1] - t[:, 0]  # e1, e2 in float32, as the kernel reads them
+    packed[:, 2, :3] = t[:, 2] - t[:, 0]
+    return boxes.astype(np.float32), links.astype(np.int32), packed.reshape(n, TRI_COLS), depth
 
 
-def build_top(centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
+def build_top(centers: np.ndarray, radii: np.ndarray):
     """Topology of the top-level BVH over bounded geoms with rest-pose centers [n, 3]
-    and bounding radii [n]: index [Nt, 2], leaves (geom, -1) with geom in [0, n),
-    children after their parent (render_tiles refits the boxes every frame)."""
+    and bounding radii [n]: (links [Nt, 2] with one-geom leaves (geom in [0, n)),
+    children after their parent; depth). render_tiles refits the boxes every frame."""
     if len(centers) == 0:
-        return np.zeros((0, 2), np.int32)
+        return np.zeros((0, 2), np.int32), 0
     c = np.asarray(centers, np.float64).reshape(-1, 3)
     r = np.asarray(radii, np.float64).reshape(-1, 1)
-    _, index, order = _build_tree(c - r, c + r, c, leaf_size=1, sah_min=TOP_SAH_MIN)
-    leaf = index[:, 1] < 0
-    index[leaf, 0] = order[index[leaf, 0]]
-    return index.astype(np.int32)
+    nodes, order = _build_tree(c - r, c + r, c, leaf_size=1, sah_min=TOP_SAH_MIN)
+    nodes = [(lo, hi, a if a >= 0 else -1 - int(order[-1 - a]), b) for lo, hi, a, b in nodes]
+    _, links, depth = _compact(nodes, 0, 0)
+    return links.astype(np.int32), depth
 
 
 def _texture_colors(mjm, matid: int):
@@ -164,33 +233,58 @@ def _texture_colors(mjm, matid: int):
     return rgba[:3] * c1, rgba[:3] * c2, 1.0
 
 
-def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
-    """Packs ``mjm``'s visible geoms (``groups``), meshes and lights for render_tiles."""
+def _geom_triangles(mjm, g: int):
+    """(key, triangles [n, 9] in the geom's frame) of a mesh or heightfield geom: the
+    key names the shape (a mesh or hfield id), so geoms sharing it share one BVH."""
+    gtype, did = int(mjm.geom_type[g]), int(mjm.geom_dataid[g])
+    if gtype == HFIELD:
+        from .hfield import hfield_triangles
+
+        return ("hfield", did), hfield_triangles(mjm, g)
+    va, nv = int(mjm.mesh_vertadr[did]), int(mjm.mesh_vertnum[did])
+    fa, nf = int(mjm.mesh_faceadr[did]), int(mjm.mesh_facenum[did])
+    verts, faces = mjm.mesh_vert[va:va + nv], mjm.mesh_face[fa:fa + nf]
+    return ("mesh", did), verts[faces].reshape(nf, 9).astype(np.float32)
+
+
+def _geom_name(mjm, g: int) -> str:
     import mujoco
 
+    return mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom {g}"
+
+
+def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
+    """Packs ``mjm``'s visible geoms (``groups``), meshes, heightfields (as meshes) and
+    lights for render_tiles. Visible geoms of a type the renderer does not draw give
+    one warning naming them. Raises SceneError if a BVH is too deep for the
+    traversal stack (layout.h kStack; not expected: the builder limits depth)."""
+    import mujoco
+
+    from .hfield import warn_undrawn
+
+    warn_undrawn(mjm, groups, SUPPORTED)
     d = mujoco.MjData(mjm)
     mujoco.mj_forward(mjm, d)  # light_xdir for lights fixed to the world
     ids, info, params = [], [], []
-    bounds, index, tris = [], [], []
-    mesh_root: dict[int, int] = {}
+    boxes, links, tris = [], [], []
+    mesh_root: dict = {}
+    mesh_depth: dict[int, tuple[int, str]] = {}
     n_nodes = n_tris = 0
     for g in range(mjm.ngeom):
         gtype = int(mjm.geom_type[g])
         if int(mjm.geom_group[g]) not in groups or gtype not in SUPPORTED or mjm.geom_rgba[g, 3] == 0:
             continue
         root = -1
-        if gtype == MESH:
-            mid = int(mjm.geom_dataid[g])
-            if mid not in mesh_root:
-                va, nv = int(mjm.mesh_vertadr[mid]), int(mjm.mesh_vertnum[mid])
-                fa, nf = int(mjm.mesh_faceadr[mid]), int(mjm.mesh_facenum[mid])
-                verts = mjm.mesh_vert[va:va + nv]
-                faces = mjm.mesh_face[fa:fa + nf]
-                b, i, t = build_bvh(verts[faces].reshape(nf, 9).astype(np.float32), n_nodes, n_tris)
-                mesh_root[mid] = n_nodes
-                bounds.append(b), index.append(i), tris.append(t)
+        if gtype in (MESH, HFIELD):
+            key, tri = _geom_triangles(mjm, g)
+            if key not in mesh_root:
+                b, i, t, depth = build_bvh(tri, n_nodes, n_tris)
+                mesh_root[key] = n_nodes
+                mesh_depth[n_nodes] = (depth, _geom_name(mjm, g))
+                boxes.append(b), links.append(i), tris.append(t)
                 n_nodes, n_tris = n_nodes + len(b), n_tris + len(t)
-            root = mesh_root[mid]
+            root = mesh_root[key]
+            gtype = MESH
         matid = int(mjm.geom_matid[g])
         if matid >= 0:
             rgb, rgb2, checker = _texture_colors(mjm, matid)
@@ -208,11 +302,12 @@ def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
         p[9], p[10] = checker, 0.0 if gtype == PLANE else float(mjm.geom_rbound[g])
         ids.append(g), info.append([gtype, root]), params.append(p)
     # Top level over the bounded geoms (leaves hold render-list indices), from the rest pose.
-    rbound = np.asarray([p[10] for p in params], np.float64)
+    rbound = np.asarray([p[PARAM_RBOUND] for p in params], np.float64)
     bounded, unbounded = np.flatnonzero(rbound > 0), np.flatnonzero(rbound <= 0)
-    top = build_top(d.geom_xpos[np.asarray(ids, np.int64)[bounded]], rbound[bounded])
-    leaf = top[:, 1] < 0
-    top[leaf, 0] = bounded[top[leaf, 0]]
+    top, top_depth = build_top(d.geom_xpos[np.asarray(ids, np.int64)[bounded]], rbound[bounded])
+    leaf = top < 0
+    top[leaf] = [make_leaf(bounded[leaf_range(x)[0]], leaf_range(x)[1]) for x in top[leaf]]
+    _check_depths(top_depth, mesh_depth)
     lights = []
     for li in range(mjm.nlight):
         directional = bool(mjm.light_directional[li]) if hasattr(mjm, "light_directional") else \
@@ -233,9 +328,22 @@ def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
     return Scene(
         geom_ids=t(ids, np.int32, (-1,)), geom_info=t(info, np.int32, (-1, 2)),
         geom_param=t(params, np.float32, (-1, PARAM)),
-        bvh_bounds=t(np.concatenate(bounds) if bounds else np.zeros((0, 6)), np.float32, (-1, 6)),
-        bvh_index=t(np.concatenate(index) if index else np.zeros((0, 2)), np.int32, (-1, 2)),
-        tris=t(np.concatenate(tris) if tris else np.zeros((0, 9)), np.float32, (-1, 9)),
-        top_index=t(top, np.int32, (-1, 2)), unbounded=t(unbounded, np.int32, (-1,)),
+        bvh_boxes=t(np.concatenate(boxes) if boxes else np.zeros((0, BOX_COLS)), np.float32, (-1, BOX_COLS)),
+        bvh_links=t(np.concatenate(links) if links else np.zeros((0, 2)), np.int32, (-1, 2)),
+        tris=t(np.concatenate(tris) if tris else np.zeros((0, TRI_COLS)), np.float32, (-1, TRI_COLS)),
+        top_links=t(top, np.int32, (-1, 2)), unbounded=t(unbounded, np.int32, (-1,)),
         lights=t(lights, np.float32, (-1, LIGHT)), headlight=t(headlight, np.float32, (6,)),
-        zfar=float(mjm.vis.map.zfar * mjm.stat.extent))
+        zfar=float(mjm.vis.map.zfar * mjm.stat.extent),
+        depths={"top": top_depth, "meshes": {r: dn[0] for r, dn in mesh_depth.items()}})
+
+
+def _check_depths(top_depth: int, mesh_depth: dict) -> None:
+    """No silent holes: every ray's stack (top level + marker + the deepest mesh) fits
+    in layout.h's kStack; else SceneError naming the mesh and its depth."""
+    for root, (depth, name) in mesh_depth.items():
+        if top_depth + 1 + depth > STACK:
+            raise SceneError(f"the BVH of mesh {name!r} (root {root}) has depth {depth}; with the top level's "
+                             f"{top_depth} a ray needs {top_depth + 1 + depth} stack entries, more than the "
+                             f"renderer's {STACK}")
+    if top_depth + 1 > STACK:
+        raise SceneError(f"the top-level BVH has depth {top_depth}, more than the renderer's stack ({STACK})")

@@ -30,7 +30,11 @@ void render_tiles_cuda(FLYCUDA_RENDER_TILES_PARAMS) {
     kernels::refit_top_kernel<<<static_cast<unsigned int>(plan.refit_blocks), plan.refit_threads, 0, stream>>>(a);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  kernels::render_tiles_kernel<<<static_cast<unsigned int>(plan.blocks), plan.threads, 0, stream>>>(a, plan);
+  if (a.v.timers) {
+    kernels::render_tiles_timed_kernel<<<static_cast<unsigned int>(plan.blocks), plan.threads, 0, stream>>>(a, plan);
+  } else {
+    kernels::render_tiles_kernel<<<static_cast<unsigned int>(plan.blocks), plan.threads, 0, stream>>>(a, plan);
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

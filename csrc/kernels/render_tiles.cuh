@@ -21,8 +21,10 @@ namespace flycuda {
 namespace kernels {
 
 constexpr int kRenderThreads = 128;  // one block = one timer row = one CPU work item
-constexpr int kTileW = 16, kTileH = 8;  // pixels of a block: 4 warps of 8 x 4
-constexpr int kWarpW = 8, kWarpH = 4;
+constexpr int kTileW = 16;  // pixels of a block: 16 x 8, 4 warps of 8 x 4
+constexpr int kTileH = 8;
+constexpr int kWarpW = 8;
+constexpr int kWarpH = 4;
 constexpr int kRefitThreads = 32;    // one block per selected world
 
 // The launch plan, read by the .cu launcher, the CPU twin and the emulator driver; no ATen.

@@ -96,9 +96,9 @@ def _hit_local(gtype, o, d, s, tris):
             n = torch.zeros(N, 3, dtype=F64)
             n[torch.arange(N), axis] = -torch.sign(d[torch.arange(N), axis])
             return torch.where(ok, tn, inf), n
-    if gtype == 7:  # mesh: every triangle
-        v = tris.to(F64).view(-1, 3, 3)
-        v0, e1, e2 = v[:, 0], v[:, 1] - v[:, 0], v[:, 2] - v[:, 0]
+    if gtype == 7:  # mesh: every triangle (packed: v0, e1, e2)
+        v = tris.to(F64).view(-1, 3, 4)[:, :, :3]
+        v0, e1, e2 = v[:, 0], v[:, 1], v[:, 2]
         p = torch.cross(d[:, None, :].expand(N, len(v), 3), e2[None].expand(N, -1, 3), dim=-1)
         det = (e1[None] * p).sum(-1)
         inv = 1.0 / torch.where(det.abs() < 1e-12, torch.ones_like(det), det)
@@ -139,21 +139,46 @@ def _trace(scene, xpos, xmat, o, d, any_hit=False):
 
 def _mesh_tris(scene, root):
     """All triangles under BVH node ``root`` (the reference does not use the BVH itself)."""
-    idx, tris = scene.bvh_index.cpu(), scene.tris.cpu()
+    from ..scene import leaf_range
+
+    links, tris = scene.bvh_links.cpu(), scene.tris.cpu()
     out, stack = [], [root]
     while stack:
-        a, c = (int(x) for x in idx[stack.pop()])
-        if c < 0:
-            out.append(tris[a:a - c])
-        else:
-            stack += [a, c]
+        for link in (int(x) for x in links[stack.pop()]):
+            if link < 0:
+                first, count = leaf_range(link)
+                out.append(tris[first:first + count])
+            else:
+                stack.append(link)
     return torch.cat(out)
 
 
 def render_tiles(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fovy, height, width,
-                 samples=1, shadows=False, zfar=None):
-    """Reference for ``flycuda.render_tiles``; returns (rgb uint8 [S, H, Wd, 3],
-    depth float32 [S, H, Wd], seg int32 [S, H, Wd]) as float64 math rounded at the end."""
+                 samples=1, shadows=False, zfar=None, pixels=None):
+    """Reference for ``flycuda.render_tiles``; returns (rgb uint8 [S, C, H, Wd, 3],
+    depth float32 [S, C, H, Wd], seg int32 [S, C, H, Wd]) as float64 math rounded at the
+    end; without the C dim for one camera given as cam_pos [W, 3]; with ``pixels``
+    (pixel ids), [S, C, P(, 3)] of those pixels."""
+    one = cam_pos.dim() == 2
+    cam_pos = cam_pos.reshape(cam_pos.shape[0], -1, 3)
+    cam_mat = cam_mat.reshape(cam_mat.shape[0], -1, 9)
+    C = cam_pos.shape[1]
+    fov = list(fovy) if isinstance(fovy, (list, tuple)) else [fovy] * C
+    outs = [_render_camera(geom_xpos, geom_xmat, cam_pos[:, c], cam_mat[:, c], worlds, scene, fovy=fov[c],
+                           height=height, width=width, samples=samples, shadows=shadows, zfar=zfar)
+            for c in range(C)]
+    rgb, depth, seg = (torch.stack([o[i] for o in outs], 1) for i in range(3))
+    if pixels is not None:
+        p = torch.as_tensor(pixels).long().cpu()
+        S = rgb.shape[0]
+        rgb = rgb.reshape(S, C, -1, 3)[:, :, p]
+        depth, seg = depth.reshape(S, C, -1)[:, :, p], seg.reshape(S, C, -1)[:, :, p]
+    return (rgb[:, 0], depth[:, 0], seg[:, 0]) if one else (rgb, depth, seg)
+
+
+def _render_camera(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fovy, height, width,
+                   samples=1, shadows=False, zfar=None):
+    """One camera (cam_pos [W, 3], cam_mat [W, 9]) of each selected world."""
     zfar = scene.zfar if zfar is None else zfar
     H, Wd, n = height, width, samples
     th = math.tan(0.5 * math.radians(fovy))
