@@ -36,7 +36,8 @@ int64_t walk_tree(const int32_t* links, int64_t N, int32_t root, int64_t items, 
       const int32_t link = links[2 * n + i];
       if (render::is_leaf(link)) {
         const int64_t first = render::leaf_first(link), count = render::leaf_count(link);
-        const bool ok = one_item_leaves ? (count == 1 && first < items) : (first + count <= items);
+        // count 0: an empty child (its box is empty: no ray enters it).
+        const bool ok = count == 0 || (one_item_leaves ? (count == 1 && first < items) : (first + count <= items));
         FLYCUDA_CHECK(ok, "argument '", arg, "': node ", n, " of ", what, " has a leaf of items [", first, ", ",
                       first + count, "), expected ", one_item_leaves ? "one item" : "items", " within [0, ", items,
                       ")");

@@ -30,3 +30,87 @@ def strided_view(rows: int, cols: int, kind: str, device) -> tuple[torch.Tensor,
         parent = poison_like(torch.empty(cols, rows)).to(device)
         return parent.t(), parent
     raise ValueError(kind)
+
+
+# --- render_tiles: scenes and image comparison, shared by the renderer's tests ------
+# (test_render_tiles.py, test_render_top.py, test_emu.py: tests import helpers from here,
+# never from one another).
+
+def _prims_sim(worlds=2):
+    """flycuda.model.primitives_xml on CPU: world 0 at rest, every other world with
+    its own random body orientations (seeded)."""
+    from flycuda.bridge import Sim
+    from flycuda.model import primitives_xml
+
+    sim = Sim.build(primitives_xml(), worlds, device="cpu")
+    q = sim.view("qpos")
+    g = torch.Generator().manual_seed(3)
+    for w in range(1, worlds):  # every world but 0 gets its own orientations
+        for b in range(6):
+            quat = torch.randn(4, generator=g)
+            q[w, 7 * b + 3:7 * b + 7] = quat / quat.norm()
+    sim.forward()
+    return sim
+
+
+def _fly_sim(worlds=3, steps=30, model=None):
+    """The built-in hexapod (or ``model``) after ``steps`` steps under spread controls."""
+    from flycuda.bridge import Sim
+
+    sim = Sim.build(model, worlds, device="cpu")
+    ctrl = sim.view("ctrl")
+    ctrl.copy_(torch.linspace(-0.3, 0.3, ctrl.numel()).view_as(ctrl))
+    for _ in range(steps):
+        sim.step()
+    return sim
+
+
+def _edges(seg):
+    """Silhouette-edge pixels of seg [..., H, Wd] (a label differing from a 4-neighbour's)."""
+    e = torch.zeros_like(seg, dtype=torch.bool)
+    e[..., 1:, :] |= seg[..., 1:, :] != seg[..., :-1, :]
+    e[..., :-1, :] |= seg[..., :-1, :] != seg[..., 1:, :]
+    e[..., 1:] |= seg[..., 1:] != seg[..., :-1]
+    e[..., :-1] |= seg[..., :-1] != seg[..., 1:]
+    return e
+
+
+def assert_images_close(rgb, depth, seg, ref_rgb, ref_depth, ref_seg):
+    """The op's images against the float64 reference's, with the op tests' bounds
+    (test_render_tiles.py's docstring): segmentation equal but on silhouette edges
+    (at most 1% of pixels), depth within 1e-4 relative, rgb within 2 levels."""
+    edges = _edges(ref_seg)
+    bad = seg.cpu() != ref_seg
+    assert not (bad & ~edges).any(), "segmentation differs away from silhouette edges"
+    assert bad.float().mean() <= 0.01
+    same = ~bad
+    rel = (depth.cpu() - ref_depth).abs() / ref_depth.abs().clamp(min=1e-12)
+    assert rel[same & (ref_seg >= 0)].max() <= 1e-4
+    assert torch.equal(depth.cpu()[same & (ref_seg < 0)], torch.zeros_like(ref_depth[same & (ref_seg < 0)]))
+    diff = (rgb.cpu().int() - ref_rgb.int()).abs().amax(-1)
+    assert diff[same & ~edges].max() <= 2
+
+
+def _op_args(tr, **over):
+    """The pose and camera arguments of render_tiles for TileRenderer ``tr`` (``over`` replaces some)."""
+    a = dict(geom_xpos=tr.geom_xpos, geom_xmat=tr.geom_xmat, cam_pos=tr.cam_pos, cam_mat=tr.cam_mat,
+             worlds=tr.worlds)
+    a.update(over)
+    return a
+
+
+def _render(sim, cam, W, H, device="cpu", **kw):
+    """A TileRenderer (rgb, depth, seg) of ``sim`` on ``device``, outputs poisoned, rendered once."""
+    from flycuda.render import TileRenderer
+
+    tr = TileRenderer(sim, cam, W, H, rgb=True, depth=True, seg=True, **kw)
+    if device != "cpu":  # same poses, moved to the GPU
+        for name in ("geom_xpos", "geom_xmat", "cam_pos", "cam_mat", "worlds"):
+            setattr(tr, name, getattr(tr, name).to(device))
+        tr.scene = tr.scene.to(device)
+        tr.rgb, tr.depth, tr.seg = (t.to(device) if t is not None else None for t in (tr.rgb, tr.depth, tr.seg))
+        tr.top_boxes = tr.top_boxes.to(device)
+        tr.timers = tr.timers.to(device) if tr.timers is not None else None
+    tr.rgb.fill_(123), tr.depth.fill_(-7.0), tr.seg.fill_(-99)  # poison
+    tr.render()
+    return tr

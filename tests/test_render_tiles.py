@@ -11,7 +11,10 @@ float32; at most 1% of pixels. Depth: 1e-4 relative where the labels agree. RGB:
 import pytest
 import torch
 
+from dataclasses import replace
+
 import flycuda
+from flycuda import launch_plan
 from flycuda.reference.grid_render import render_tiles as grid_render
 from flycuda.reference.render import render_tiles as ref_render
 
@@ -107,7 +110,7 @@ def _render(sim, cam, W, H, device="cpu", **kw):
             setattr(tr, name, getattr(tr, name).to(device))
         tr.scene = tr.scene.to(device)
         tr.rgb, tr.depth, tr.seg = (t.to(device) if t is not None else None for t in (tr.rgb, tr.depth, tr.seg))
-        tr.top_bounds = tr.top_bounds.to(device)
+        tr.top_boxes = tr.top_boxes.to(device)
         tr.timers = tr.timers.to(device) if tr.timers is not None else None
     tr.rgb.fill_(123), tr.depth.fill_(-7.0), tr.seg.fill_(-99)  # poison
     tr.render()
@@ -121,8 +124,8 @@ def test_op_matches_reference(request, device, scene, samples, shadows):
     sim, cam = request.getfixturevalue(scene)
     W, H = (40, 30) if scene == "prims" else (33, 25)
     tr = _render(sim, cam, W, H, device, samples=samples, shadows=shadows)
-    ref = ref_render(sim.view("geom_xpos"), sim.view("geom_xmat"), tr.cam_pos.cpu(), tr.cam_mat.cpu(),
-                     list(range(sim.nworld)), tr.scene, fovy=tr.fovy, height=H, width=W,
+    ref = ref_render(sim.view("geom_xpos"), sim.view("geom_xmat"), tr.cam_pos.cpu()[:, 0], tr.cam_mat.cpu()[:, 0],
+                     list(range(sim.nworld)), tr.scene, fovy=tr.fovy[0], height=H, width=W,
                      samples=samples, shadows=shadows)
     assert_images_close(tr.rgb, tr.depth, tr.seg, *ref)
     ids = set(torch.unique(tr.seg).tolist())
@@ -216,16 +219,35 @@ def _op_args(tr, **over):
     return a
 
 
+class _Short:
+    """A scene whose tensors() leaves the last field out."""
+
+    def __init__(self, sc):
+        self.sc, self.zfar, self.top_links = sc, sc.zfar, sc.top_links
+
+    def tensors(self):
+        return self.sc.tensors()[:-1]
+
+
 @pytest.mark.parametrize("case,msg", [
     ("xpos_f64", r"argument 'geom_xpos' must have dtype Float, got Double"),
-    ("xmat_shape", r"argument 'geom_xmat' must have shape \[2, 7, 9\] like geom_xpos"),
+    ("xmat_shape", r"argument 'geom_xmat' must have shape \[2, 7, 9\] \(-1: any\), got \[2, 5, 9\]"),
     ("worlds_range", r"argument 'worlds' must hold indices in \[0, 2\)"),
-    ("worlds_i64", r"argument 'worlds' must have dtype Int, got Long"),
-    ("rgb_shape", r"argument 'rgb' must have shape \[2, 15, 20, 3\], got \[2, 15, 21, 3\]"),
+    ("worlds_i64", r"argument 'worlds' must be a contiguous int32 vector, got Long"),
+    ("rgb_shape", r"argument 'rgb' must have shape \[2, 1, 15, 20, 3\], got \[2, 1, 15, 21, 3\]"),
     ("seg_dtype", r"argument 'seg' must have dtype Int, got Long"),
-    ("zero_size", r"the image must not be empty, got height 0"),
+    ("zero_size", r"the image must not be empty"),
     ("samples", r"argument 'samples' must be in \[1, 8\], got 0"),
     ("meta_device", r"argument 'cam_pos' must be on cpu \(the device of 'geom_xpos'\), got meta"),
+    ("fovy_count", r"argument 'fovy' must hold one angle per camera \(1\), got 2"),
+    ("fovy_range", r"argument 'fovy' must be in \(0, 180\) degrees, got 180"),
+    ("nine_cameras", r"argument 'cam_pos' must hold 1 to 8 cameras per world, got 9"),
+    ("pixels_range", r"argument 'pixels' must hold indices in \[0, 300\)"),
+    ("pixels_mosaic", r"a pixel list \('pixels'\) cannot be drawn into a mosaic"),
+    ("scene_dtype", r"scene field 'geom_param' must have dtype Float, got Double"),
+    ("scene_count", r"argument 'scene' must hold the 10 fields of flycuda.scene.Scene.FIELDS, got 9 tensors"),
+    ("workspace_missing", r"argument 'top_boxes' \(the workspace \[S, 5, 12\]\) is required"),
+    ("workspace_unaligned", r"argument 'top_boxes' must start on a 16-byte boundary"),
 ])
 def test_bad_input(prims, case, msg):
     from flycuda.render import TileRenderer
@@ -234,7 +256,7 @@ def test_bad_input(prims, case, msg):
     tr = TileRenderer(sim, cam, 20, 15, rgb=True, seg=True)
     rgb, seg = tr.rgb.fill_(7), tr.seg.fill_(-5)
     kw = dict(fovy=45.0, height=15, width=20, rgb=rgb, seg=seg)
-    a = _op_args(tr)
+    a, scene = _op_args(tr), tr.scene
     if case == "xpos_f64":
         a["geom_xpos"] = a["geom_xpos"].double()
     elif case == "xmat_shape":
@@ -253,10 +275,31 @@ def test_bad_input(prims, case, msg):
         kw["samples"] = 0
     elif case == "meta_device":
         a["cam_pos"] = torch.empty(2, 3, device="meta")
-    err = ValueError if case in ("zero_size", "samples") else RuntimeError
+    elif case == "fovy_count":
+        kw["fovy"] = [45.0, 50.0]
+    elif case == "fovy_range":
+        kw["fovy"] = 180.0
+    elif case == "nine_cameras":
+        a["cam_pos"], a["cam_mat"] = a["cam_pos"].expand(2, 9, 3), a["cam_mat"].expand(2, 9, 9)
+        kw.update(fovy=[45.0] * 9, rgb=None, seg=None)
+    elif case == "pixels_range":
+        kw.update(pixels=torch.tensor([0, 300], dtype=torch.int32), rgb=None, seg=None)
+    elif case == "pixels_mosaic":
+        kw.update(pixels=torch.tensor([0, 5], dtype=torch.int32), mosaic_cols=2, seg=None,
+                  rgb=torch.zeros(15, 40, 3, dtype=torch.uint8))
+    elif case == "scene_dtype":
+        scene = replace(scene, geom_param=scene.geom_param.double())
+    elif case == "scene_count":
+        scene = _Short(scene)
+    elif case == "workspace_missing":
+        kw["top_boxes"] = torch.empty(0)
+    elif case == "workspace_unaligned":
+        kw["top_boxes"] = torch.empty(2 * 5 * 12 + 1)[1:].view(2, 5, 12)
+    err = ValueError if case in ("zero_size", "samples", "fovy_count", "fovy_range", "nine_cameras",
+                                 "pixels_mosaic", "scene_count") else RuntimeError
     with pytest.raises(err, match=r"flycuda\.render_tiles: " + msg):
         flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"),
-                             a.pop("worlds"), tr.scene, **kw)
+                             a.pop("worlds"), scene, **kw)
     assert torch.all(rgb == 7) and torch.all(seg == -5)  # outputs untouched
 
 
@@ -280,10 +323,9 @@ def test_opcheck(prims):
     tr = TileRenderer(sim, cam, 8, 6, rgb=True, depth=True, seg=True)
     s = tr.scene
     args = (tr.geom_xpos.contiguous(), tr.geom_xmat.contiguous(), tr.cam_pos.contiguous(), tr.cam_mat.contiguous(),
-            tr.worlds, s.geom_ids, s.geom_info, s.geom_param, s.bvh_bounds, s.bvh_index, s.tris, s.top_index,
-            s.unbounded, s.lights, s.headlight, 45.0, s.zfar, 1, False, 6, 8, 0, True, tr.rgb, tr.depth, tr.seg,
-            tr.top_bounds,
-            torch.zeros(1, 3, dtype=torch.int64))
+            tr.worlds, s.tensors(), tr.fovy, s.zfar, 1, False, 6, 8, 0, torch.empty(0, dtype=torch.int32), True,
+            tr.rgb.unsqueeze(1), tr.depth.unsqueeze(1), tr.seg.unsqueeze(1), tr.top_boxes,
+            torch.zeros(2, 3, dtype=torch.int64))
     torch.library.opcheck(torch.ops.flycuda.render_tiles.default, args)
 
 
@@ -299,7 +341,7 @@ def test_stage_timers(prims, device):
         tr = _render(sim, cam, 30, 20, device, timers=True)
     tr.timers.fill_(-1)  # poison
     tr.render()
-    assert tr.timers.shape == ((tr.rgb.numel() // 3 + 127) // 128, 3)
+    assert tr.timers.shape == (launch_plan.render_blocks(tr.rgb.numel() // (3 * 30 * 20), 20, 30), 3)
     assert (tr.timers >= 0).all() and (tr.timers[:, 2] > 0).all()
     if device == "cpu":
         assert (tr.timers[:, 2] >= tr.timers[:, 0] + tr.timers[:, 1]).all()
@@ -338,10 +380,10 @@ def test_unchecked_bad_world_renders_blank_not_out_of_bounds(prims):
     worlds = torch.tensor([1, 12345], dtype=torch.int32)
     rgb = torch.full((2, 9, 12, 3), 7, dtype=torch.uint8)
     depth, seg = torch.full((2, 9, 12), -3.0), torch.full((2, 9, 12), -5, dtype=torch.int32)
-    wb = torch.full((2, tr.scene.top_index.shape[0], 6), 9.0)
+    wb = torch.full((2, tr.scene.top_links.shape[0], 12), 9.0)
     flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"), worlds,
                          tr.scene, fovy=tr.fovy, height=9, width=12, rgb=rgb, depth=depth, seg=seg,
-                         top_bounds=wb, check=False)
+                         top_boxes=wb, check=False)
     assert torch.all(rgb[1] == 0) and torch.all(depth[1] == 0) and torch.all(seg[1] == -1)
     assert torch.all(wb[1] >= 3e38) and torch.all(wb[0] < 1e3)  # empty boxes; world 1's real ones
     tr.render()
@@ -397,3 +439,116 @@ def test_mesh_heavy_scene_is_closed_meshes_with_the_hexapods_physics():
     assert all(m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0 for g in range(m.ngeom)
                if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH)
     np.testing.assert_allclose(m.body_mass, base.body_mass)  # visual meshes add no mass
+
+
+def _two_cameras(sim):
+    """Two fixed cameras: the overview camera and a wider one from the side."""
+    cid = sim.camera_id("overview")
+    pos, mat = sim.view("cam_xpos")[0, cid], sim.view("cam_xmat")[0, cid]
+    side = torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # axes x=+y, y=+z, looks along -x
+    return [(pos, mat, 45.0), (torch.tensor([1.2, 0.013, 0.3]), side, 70.0)]  # off the checker edge y = 0
+
+
+def test_several_cameras_per_world(prims):
+    """[S, C, H, Wd] outputs: each camera's images equal that camera rendered alone (bit
+    for bit) and the float64 reference; the mosaic puts a world's cameras side by side."""
+    from flycuda.render import TileRenderer, mosaic
+
+    sim, _ = prims
+    cams = _two_cameras(sim)
+    both = TileRenderer(sim, cams, 20, 15, depth=True, seg=True)
+    for t in (both.rgb, both.depth, both.seg):
+        t.fill_(77)  # poison
+    both.render()
+    assert both.rgb.shape == (2, 2, 15, 20, 3) and both.seg.shape == (2, 2, 15, 20)
+    for c, cam in enumerate(cams):
+        one = TileRenderer(sim, cam, 20, 15, depth=True, seg=True)
+        one.render()
+        assert torch.equal(both.rgb[:, c], one.rgb) and torch.equal(both.seg[:, c], one.seg)
+        assert torch.equal(both.depth[:, c], one.depth)
+    ref = ref_render(both.geom_xpos, both.geom_xmat, both.cam_pos, both.cam_mat, [0, 1], both.scene,
+                     fovy=both.fovy, height=15, width=20)
+    assert_images_close(both.rgb, both.depth, both.seg, *ref)
+    assert len(torch.unique(both.seg[:, 1])) >= 3 and not torch.equal(both.seg[:, 0], both.seg[:, 1])
+    mos = TileRenderer(sim, cams, 20, 15, mosaic=True)
+    mos.render()
+    assert torch.equal(mos.rgb, mosaic(both.rgb.reshape(4, 15, 20, 3), cols=mos.cols))
+    assert mos.rgb.shape == (15, 4 * 20, 3)  # 2 worlds x 2 cameras in one row
+
+
+def test_named_cameras_not_evenly_spaced_follow_the_sim():
+    """Named cameras whose ids are not evenly spaced are gathered before each render."""
+    from flycuda.bridge import Sim
+    from flycuda.render import TileRenderer
+
+    cams = "".join(f'<camera name="c{i}" pos="{0.1 * i} -1 1" xyaxes="1 0 0 0 0.7 0.7"/>' for i in range(4))
+    xml = f"""<mujoco><worldbody><geom type="plane" size="1 1 0.1"/>{cams}
+      <body><freejoint/><geom type="sphere" size="0.2" pos="0 0 0.3"/></body></worldbody></mujoco>"""
+    sim = Sim.build(xml, 2, device="cpu")
+    sim.forward()
+    tr = TileRenderer(sim, ["c0", "c1", "c3"], 16, 12, seg=True)
+    assert tr._gather is not None
+    tr.render()
+    for c, name in enumerate(["c0", "c1", "c3"]):
+        one = TileRenderer(sim, name, 16, 12, seg=True)
+        one.render()
+        assert torch.equal(tr.seg[:, c], one.seg)
+    sim.view("qpos")[:, 0] += 0.3
+    sim.forward()
+    before = tr.seg.clone()
+    tr.render()
+    assert not torch.equal(before, tr.seg)
+
+
+def test_pixel_list_equals_those_pixels_of_the_full_image(prims):
+    """A pixel list casts exactly the listed pixels: [S, C, P] outputs equal to the full
+    images at those pixels, bit for bit, for repeated and unsorted ids too."""
+    from flycuda.render import TileRenderer
+
+    sim, _ = prims
+    cams = _two_cameras(sim)
+    full = TileRenderer(sim, cams, 20, 15, depth=True, seg=True)
+    full.render()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.cat([torch.randint(0, 300, (137,), generator=g), torch.tensor([5, 5, 299])]).int()
+    rgb = torch.full((2, 2, 140, 3), 9, dtype=torch.uint8)
+    depth, seg = torch.full((2, 2, 140), -1.0), torch.full((2, 2, 140), -7, dtype=torch.int32)
+    flycuda.render_tiles(full.geom_xpos, full.geom_xmat, full.cam_pos, full.cam_mat, full.worlds, full.scene,
+                         fovy=full.fovy, height=15, width=20, pixels=ids, rgb=rgb, depth=depth, seg=seg)
+    flat = ids.long()
+    assert torch.equal(rgb, full.rgb.reshape(2, 2, 300, 3)[:, :, flat])
+    assert torch.equal(seg, full.seg.reshape(2, 2, 300)[:, :, flat])
+    assert torch.equal(depth, full.depth.reshape(2, 2, 300)[:, :, flat])
+
+
+def test_heightfield_renders_as_mujoco_warp_draws_it():
+    """MuJoCo Warp's own heightfield test model: the terrain is drawn (not skipped),
+    matching mjw.render's segmentation (IoU) and depth, and the float64 reference."""
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from flycuda.bridge import Sim
+    from flycuda.render import TileRenderer
+    from test_hfield import MJW_HFIELD_XML  # noqa: the shared model text
+
+    xml = MJW_HFIELD_XML.replace("<worldbody>", '<worldbody><camera name="c" pos="0 -3 2.5" xyaxes="1 0 0 0 0.6 0.8"/>', 1)
+    sim = Sim.build(xml, 1, device="cpu")
+    sim.forward()
+    W, H = 48, 36
+    tr = TileRenderer(sim, "c", W, H, depth=True, seg=True)
+    tr.render()
+    hf = [g for g in range(sim.mjm.ngeom) if sim.mjm.geom_type[g] == 1]
+    assert hf and (tr.seg == hf[0]).sum() > 50
+    with wp.ScopedDevice("cpu"):
+        rc = mjw.create_render_context(sim.mjm, nworld=1, cam_res=(W, H), render_rgb=True, render_depth=True,
+                                       render_seg=True, cam_active=[sim.camera_id("c")])
+        mjw.refit_bvh(sim.model, sim.data, rc)
+        mjw.render(sim.model, sim.data, rc)
+        seg = wp.zeros((1, H, W), dtype=wp.vec2i)
+        mjw.get_segmentation(rc, 0, seg)
+    a, b = tr.seg[0], wp.to_torch(seg)[0, ..., 0]
+    fg = (a >= 0) | (b >= 0)
+    assert ((a == b) & fg).sum() / fg.sum() >= 0.98
+    ref = ref_render(tr.geom_xpos, tr.geom_xmat, tr.cam_pos[:, 0], tr.cam_mat[:, 0], [0], tr.scene,
+                     fovy=tr.fovy[0], height=H, width=W)
+    assert_images_close(tr.rgb, tr.depth, tr.seg, *ref)

@@ -1,13 +1,18 @@
-"""render_tiles' per-world top-level BVH: the topology flycuda.scene builds, the boxes
-the op refits from the live poses (CPU twin vs the grid emulator's float64 mirror,
-and a containment check independent of both), images identical to testing every
-geom, bad and corrupted top levels, and CPU == CUDA when a GPU is present."""
+"""render_tiles' BVHs: the per-world top level flycuda.scene builds and the op refits
+from the live poses (CPU twin vs the grid emulator's float64 mirror, and a
+containment check independent of both); images identical whatever the top level's
+topology (exact culling and tie order); no silent holes (every BVH's depth checked
+against the traversal stack, at pack time and in the op); bad and corrupted BVHs;
+CPU == CUDA when a GPU is present."""
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 import flycuda
+from flycuda import scene as scene_mod
 from flycuda.reference import grid_render
 
 from common import cpu_and_cuda
@@ -24,22 +29,41 @@ def scenes():
             "fly_mesh": (_fly_sim(2, steps=20, model=fly_mesh_model(around=8)), "track")}
 
 
-def _same_as_every_geom(sim, cam, W, H, device="cpu", **kw):
-    """Renders with the top level and with the walk over every geom; asserts equal
-    images and returns the first renderer."""
+def _shuffled_top(sc, seed: int):
+    """The same bounded geoms under another top-level topology: built over random
+    centers, so that it groups geoms that are nowhere near each other."""
+    rb = sc.geom_param[:, scene_mod.PARAM_RBOUND].numpy()
+    bounded = np.flatnonzero(rb > 0)
+    rng = np.random.default_rng(seed)
+    links, _ = scene_mod.build_top(rng.normal(size=(len(bounded), 3)), np.full(len(bounded), 0.1))
+    leaf = links < 0
+    links[leaf] = [scene_mod.make_leaf(bounded[scene_mod.leaf_range(x)[0]], 1) for x in links[leaf]]
+    return replace(sc, top_links=torch.from_numpy(links))
+
+
+def _same_under_any_topology(sim, cam, W, H, device="cpu", **kw):
+    """Renders with the scene's top level and with two shuffled ones; asserts equal
+    images (bit for bit) and returns the first renderer."""
     fast = _render(sim, cam, W, H, device, **kw)
-    slow = _render(sim, cam, W, H, device, **kw)
-    slow.top_bounds = None
-    slow.rgb.fill_(1), slow.seg.fill_(-9)
-    slow.render()
-    assert torch.equal(fast.seg, slow.seg) and torch.equal(fast.depth, slow.depth)
-    assert torch.equal(fast.rgb, slow.rgb)
+    for seed in (1, 2):
+        other = _render(sim, cam, W, H, device, **kw)
+        other.scene = _shuffled_top(other.scene.to("cpu"), seed).to(device)
+        other.top_boxes = torch.empty_like(other.top_boxes)
+        other._validated = False
+        other.rgb.fill_(1), other.seg.fill_(-9)
+        other.render()
+        assert torch.equal(fast.seg, other.seg) and torch.equal(fast.depth, other.depth)
+        assert torch.equal(fast.rgb, other.rgb)
     return fast
 
 
-def _leaves(top):
-    leaf = top[:, 1] < 0
-    return top[leaf, 0].tolist(), top[leaf, 1].tolist()
+def _leaf_geoms(links):
+    out = []
+    for x in links.flatten().tolist():
+        if x < 0:
+            first, count = scene_mod.leaf_range(x)
+            out += list(range(first, first + count))
+    return out
 
 
 @pytest.mark.parametrize("scene", ["prims", "fly", "fly_mesh"])
@@ -48,14 +72,15 @@ def test_topology_covers_each_bounded_geom_once(scenes, scene):
 
     sim, cam = scenes[scene]
     sc = TileRenderer(sim, cam, 8, 6).scene
-    top, rb = sc.top_index.numpy(), sc.geom_param[:, 10].numpy()
-    geoms, counts = _leaves(top)
-    assert sorted(geoms) == np.flatnonzero(rb > 0).tolist() and set(counts) == {-1}
+    top, rb = sc.top_links.numpy(), sc.geom_param[:, scene_mod.PARAM_RBOUND].numpy()
+    assert sorted(_leaf_geoms(top)) == np.flatnonzero(rb > 0).tolist()
+    assert all(scene_mod.leaf_range(x)[1] == 1 for x in top.flatten() if x < 0)
     assert sc.unbounded.tolist() == np.flatnonzero(rb <= 0).tolist()
     assert set(sc.geom_info[sc.unbounded.long(), 0].tolist()) == {0}  # the floor planes
-    inner = np.flatnonzero(top[:, 1] >= 0)
-    assert len(top) == 2 * len(geoms) - 1 and (top[inner] > inner[:, None]).all()  # children after parent
-    assert sorted(top[inner].ravel().tolist()) == list(range(1, len(top)))  # every node but the root once
+    inner = top[top >= 0]
+    rows = np.repeat(np.arange(len(top)), 2).reshape(-1, 2)[top >= 0]
+    assert (inner > rows).all() and sorted(inner.tolist()) == list(range(1, len(top)))  # one tree
+    assert len(top) == len(_leaf_geoms(top)) - 1 or len(top) == 1
 
 
 def _corners(lo, hi):
@@ -79,39 +104,46 @@ def _local_points(sc, mjm, k):
 
 @pytest.mark.parametrize("scene", ["prims", "fly", "fly_mesh"])
 def test_refit_boxes_hold_the_posed_geoms(scenes, scene):
-    """Each leaf box holds its geom as posed in that world; each parent holds its
-    children; the CPU twin equals the grid emulator's float64 mirror to rounding."""
+    """Each leaf child's box holds its geom as posed in that world; each internal
+    child's box holds that child's two boxes; the CPU twin equals the grid emulator's
+    float64 mirror to rounding."""
     sim, cam = scenes[scene]
     tr = _render(sim, cam, 8, 6, worlds=list(range(sim.nworld))[::-1])  # tile s shows world W-1-s
-    sc, top = tr.scene, tr.scene.top_index
+    sc, top = tr.scene, tr.scene.top_links.tolist()
     xpos, xmat = sim.view("geom_xpos").double(), sim.view("geom_xmat").double().reshape(sim.nworld, -1, 3, 3)
     for s, w in enumerate(tr.worlds.tolist()):
-        box = tr.top_bounds[s].double()
-        for j, (a, c) in enumerate(top.tolist()):
-            lo, hi = box[j, :3], box[j, 3:]
-            if c < 0:
-                g = int(sc.geom_ids[a])
-                pts = xpos[w, g] + _local_points(sc, sim.mjm, a) @ xmat[w, g].T
-                assert (pts >= lo).all() and (pts <= hi).all(), (s, j, a)
-            else:
-                assert (box[[a, c], :3] >= lo).all() and (box[[a, c], 3:] <= hi).all(), (s, j)
-    grid = grid_render.refit_top(tr.geom_xpos, tr.geom_xmat, tr.worlds, sc)  # 4 threads a block: idle ones too
-    torch.testing.assert_close(tr.top_bounds.double(), grid, rtol=1e-5, atol=1e-6)
+        box = tr.top_boxes[s].double().view(-1, 2, 6)
+        for j, links in enumerate(top):
+            for i, link in enumerate(links):
+                lo, hi = box[j, i, :3], box[j, i, 3:]
+                if link < 0:
+                    k = scene_mod.leaf_range(link)[0]
+                    g = int(sc.geom_ids[k])
+                    pts = xpos[w, g] + _local_points(sc, sim.mjm, k) @ xmat[w, g].T
+                    assert (pts >= lo).all() and (pts <= hi).all(), (s, j, k)
+                else:
+                    assert (box[link, :, :3] >= lo).all() and (box[link, :, 3:] <= hi).all(), (s, j)
+    grid = grid_render.refit_top(tr.geom_xpos, tr.geom_xmat, tr.worlds, sc)
+    torch.testing.assert_close(tr.top_boxes.double(), grid, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())
 @pytest.mark.parametrize("scene", ["prims", "fly", "fly_mesh"])
-def test_top_level_renders_what_testing_every_geom_renders(scenes, scene, device):
-    """Exact culling: with the top level (refit boxes, nearer first, pruned at the
-    closest hit) the images equal those of the walk over every geom, shadows included."""
+def test_any_top_level_renders_the_same_images(scenes, scene, device):
+    """Exact culling and tie order: whatever the top level's topology (the packed one,
+    or ones that group far-apart geoms), the images are bit-identical, shadows included."""
     sim, cam = scenes[scene]
-    fast = _same_as_every_geom(sim, cam, 36, 27, device, samples=2, shadows=True)
+    fast = _same_under_any_topology(sim, cam, 36, 27, device, samples=2, shadows=True)
     assert len(torch.unique(fast.seg)) >= 4
 
 
 def test_refit_follows_poses_far_from_the_rest_pose():
     """The topology comes from the rest pose, the boxes from the live one: bodies moved
-    far apart (and the whole scene far from the origin) still render as every-geom."""
+    far apart (and the whole scene far from the origin) render as under any topology,
+    and as the float64 reference."""
+    from flycuda.reference.render import render_tiles as ref_render
+    from test_render_tiles import assert_images_close
+
     sim = _prims_sim(2)
     q = sim.view("qpos")
     g = torch.Generator().manual_seed(5)
@@ -120,8 +152,11 @@ def test_refit_follows_poses_far_from_the_rest_pose():
     c = sim.view("geom_xpos")[0, 1:].mean(0)  # the overview camera's view, moved along and backed off
     cid = sim.camera_id("overview")
     cam = (c + 2.0 * torch.tensor([0.0, -0.55, 0.45]), sim.view("cam_xmat")[0, cid], 60.0)
-    fast = _same_as_every_geom(sim, cam, 40, 30)
+    fast = _same_under_any_topology(sim, cam, 40, 30)
     assert len(torch.unique(fast.seg)) >= 4
+    ref = ref_render(fast.geom_xpos, fast.geom_xmat, fast.cam_pos[:, 0], fast.cam_mat[:, 0], [0, 1], fast.scene,
+                     fovy=60.0, height=30, width=40)
+    assert_images_close(fast.rgb, fast.depth, fast.seg, *ref)
 
 
 def test_exact_ties_resolve_in_render_list_order():
@@ -139,7 +174,7 @@ def test_exact_ties_resolve_in_render_list_order():
       </worldbody></mujoco>"""
     sim = Sim.build(xml, 1, device="cpu")
     sim.forward()
-    fast = _same_as_every_geom(sim, "c", 48, 36)
+    fast = _same_under_any_topology(sim, "c", 48, 36)
     seen = set(torch.unique(fast.seg).tolist())
     assert seen - {-1} == {0} | {1 + 4 * b + i for b in range(3) for i in (0, 2)}  # first of each pair only
     grid = grid_render.render_tiles(sim.view("geom_xpos"), sim.view("geom_xmat"), fast.cam_pos, fast.cam_mat, [0],
@@ -147,29 +182,18 @@ def test_exact_ties_resolve_in_render_list_order():
     assert set(torch.unique(grid).tolist()) <= seen
 
 
-def test_far_telephoto_camera_renders_as_every_geom(scenes):
+def test_far_telephoto_camera_renders_the_same_under_any_topology(scenes):
     """Seen from ~110 capsule radii through a 10-degree lens, where the geoms' own tests
     round most coarsely on silhouettes, the padded boxes still cull nothing they hit."""
     sim, _ = scenes["prims"]
     cid = sim.camera_id("overview")
     cam = (sim.view("cam_xpos")[0, cid] * 4.0, sim.view("cam_xmat")[0, cid], 10.0)
-    fast = _same_as_every_geom(sim, cam, 64, 48)
+    fast = _same_under_any_topology(sim, cam, 64, 48)
     assert len(torch.unique(fast.seg)) >= 5
 
 
-def test_grid_emulator_with_and_without_top_level(scenes):
-    """The grid emulator's two paths agree with each other and with the CPU op."""
-    sim, cam = scenes["prims"]
-    tr = _render(sim, cam, 10, 8, samples=1, shadows=True)
-    args = (sim.view("geom_xpos"), sim.view("geom_xmat"), tr.cam_pos, tr.cam_mat, list(range(sim.nworld)), tr.scene)
-    kw = dict(fovy=tr.fovy, height=8, width=10, shadows=True)
-    rgb, depth, seg = grid_render.render_tiles(*args, **kw)
-    rgb2, depth2, seg2 = grid_render.render_tiles(*args, top_level=False, **kw)
-    assert torch.equal(seg, seg2) and torch.equal(rgb, rgb2) and torch.equal(seg, tr.seg)
-
-
 def test_scene_without_bounded_geoms():
-    """Only a plane: an empty top level ([S, 0, 6] workspace), the plane still renders."""
+    """Only a plane: an empty top level ([S, 0, 12] workspace), the plane still renders."""
     from flycuda.bridge import Sim
     from flycuda.render import TileRenderer
 
@@ -178,25 +202,23 @@ def test_scene_without_bounded_geoms():
     sim = Sim.build(xml, 2, device="cpu")
     sim.forward()
     tr = TileRenderer(sim, "c", 12, 9, seg=True)
-    assert tuple(tr.top_bounds.shape) == (2, 0, 6) and tr.scene.unbounded.tolist() == [0]
+    assert tuple(tr.top_boxes.shape) == (2, 0, 12) and tr.scene.unbounded.tolist() == [0]
     tr.render()
     assert (tr.seg == 0).float().mean() > 0.3
 
 
 def _bad_top(sc, case):
-    top, unb = sc.top_index.clone(), sc.unbounded.clone()
-    inner = int(torch.nonzero(top[:, 1] >= 0)[0])
-    leaf = int(torch.nonzero(top[:, 1] < 0)[0])
+    top, unb = sc.top_links.clone(), sc.unbounded.clone()
+    inner = [(j, i) for j in range(len(top)) for i in range(2) if top[j, i] >= 0]
+    leaves = [(j, i) for j in range(len(top)) for i in range(2) if top[j, i] < 0]
     if case == "back_link":
-        top[inner, 0] = inner
+        top[inner[0]] = inner[0][0]
     elif case == "leaf_count":
-        top[leaf, 1] = -2
+        top[leaves[0]] = scene_mod.make_leaf(scene_mod.leaf_range(int(top[leaves[0]]))[0], 2)
     elif case == "leaf_range":
-        top[leaf, 0] = 99
-    elif case == "missing_geom":
-        top[leaf, 0] = int(top[int(torch.nonzero(top[:, 1] < 0)[1]), 0])  # duplicate another leaf's geom
-    elif case == "same_child_twice":
-        top[inner, 1] = top[inner, 0]
+        top[leaves[0]] = scene_mod.make_leaf(99, 1)
+    elif case == "missing_geom":  # duplicate another leaf's geom
+        top[leaves[0]] = top[leaves[1]]
     elif case == "orphan":  # the root's second child replaced by the last node (already linked)
         top[0, 1] = len(top) - 1
     elif case == "plane_in_unbounded_twice":
@@ -207,51 +229,46 @@ def _bad_top(sc, case):
 
 
 @pytest.mark.parametrize("case,msg", [
-    ("back_link", r"argument 'top_index' node \d+ = \(\d+, \d+\) is neither a leaf"),
-    ("leaf_count", r"argument 'top_index' node \d+ = \(\d+, -2\) is neither a leaf \(k, -1\)"),
-    ("leaf_range", r"argument 'top_index' node \d+ = \(99, -1\) is neither a leaf \(k, -1\) with k in \[0, 7\)"),
-    ("same_child_twice", r"argument 'top_index' node \d+ = \((\d+), \1\) is neither a leaf .* nor links to two "
-                         r"distinct later nodes"),
-    ("orphan", r"argument 'top_index' node \d+ is linked from [02] nodes, expected 1 \(one tree\)"),
-    ("missing_geom", r"render-list geom \d+ \(bounded: rbound > 0\) must appear once, in a 'top_index' leaf, "
+    ("back_link", r"argument 'top_links': node (\d+) of the top level links to node \1, expected a later node"),
+    ("leaf_count", r"argument 'top_links': node \d+ of the top level has a leaf of items \[\d+, \d+\), expected "
+                   r"one item within \[0, 7\)"),
+    ("leaf_range", r"argument 'top_links': node \d+ of the top level has a leaf of items \[99, 100\)"),
+    ("orphan", r"argument 'top_links': node \d+ of the top level is (reached twice|not reached from the root)"),
+    ("missing_geom", r"render-list geom \d+ \(bounded: rbound > 0\) must appear once, in a 'top_links' leaf, "
                      r"got [02] leaves"),
     ("plane_in_unbounded_twice", r"render-list geom 0 \(unbounded: rbound <= 0\) must appear once, in "
                                  r"'unbounded', got 0 leaves and 2 'unbounded' entries"),
     ("unbounded_range", r"argument 'unbounded' entry 0 = -3 is outside \[0, 7\)"),
-    ("workspace_shape", r"argument 'top_bounds' must have shape \[2, 11, 6\], got \[2, 4\]"),
+    ("workspace_shape", r"argument 'top_boxes' must have shape \[2, 5, 12\], got \[2, 4\]"),
 ])
 def test_bad_top_level(scenes, case, msg):
     """Checked before anything is written: the outputs and the workspace stay untouched."""
-    from dataclasses import replace
-
     sim, cam = scenes["prims"]
     tr = _render(sim, cam, 12, 9)
     sc = tr.scene
-    wb = torch.full((2, 4), 5.0) if case == "workspace_shape" else torch.full_like(tr.top_bounds[:2], 5.0)
+    wb = torch.full((2, 4), 5.0) if case == "workspace_shape" else torch.full_like(tr.top_boxes[:2], 5.0)
     if case != "workspace_shape":
         top, unb = _bad_top(sc, case)
-        sc = replace(sc, top_index=top, unbounded=unb)
+        sc = replace(sc, top_links=top, unbounded=unb)
     rgb = torch.full((2, 9, 12, 3), 7, dtype=torch.uint8)
     a = _op_args(tr)
     with pytest.raises(RuntimeError, match=r"flycuda\.render_tiles: " + msg):
         flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"),
                              torch.tensor([0, 1], dtype=torch.int32), sc, fovy=tr.fovy, height=9, width=12,
-                             rgb=rgb, top_bounds=wb)
+                             rgb=rgb, top_boxes=wb)
     assert torch.all(rgb == 7) and torch.all(wb == 5.0)
 
 
 def test_pixels_walk_the_top_level(scenes):
     """The pixel kernel reads the top level, not every geom: a geom whose leaf is
     pointed elsewhere (unchecked) vanishes from the image, the others stay."""
-    from dataclasses import replace
-
     sim, cam = scenes["prims"]
     tr = _render(sim, cam, 40, 30)
-    top = tr.scene.top_index.clone()
-    leaves = torch.nonzero(top[:, 1] < 0)[:, 0]
-    gone, other = int(top[leaves[0], 0]), int(top[leaves[1], 0])
-    top[leaves[0], 0] = other
-    tr.scene = replace(tr.scene, top_index=top)
+    top = tr.scene.top_links.clone()
+    leaves = [(j, i) for j in range(len(top)) for i in range(2) if top[j, i] < 0]
+    gone = scene_mod.leaf_range(int(top[leaves[0]]))[0]
+    top[leaves[0]] = top[leaves[1]]
+    tr.scene = replace(tr.scene, top_links=top)
     before = set(torch.unique(tr.seg).tolist())
     tr._validated = True  # check=False: the renderer vouches for its scene
     tr.render()
@@ -262,18 +279,78 @@ def test_pixels_walk_the_top_level(scenes):
 @pytest.mark.parametrize("case", ["back_link", "leaf_count", "leaf_range", "unbounded_range", "orphan"])
 def test_corrupted_top_level_unchecked_stays_in_bounds(scenes, case):
     """With check=False a corrupted top level (that the host check would refuse) reads
-    nothing out of bounds: links breaking the bottom-up order read as empty boxes,
-    out-of-range leaves and unbounded entries are skipped (see also test_emu)."""
-    from dataclasses import replace
-
+    nothing out of bounds: links breaking the order read as empty boxes, out-of-range
+    leaves and unbounded entries are skipped (see also test_emu, under ASan)."""
     sim, cam = scenes["prims"]
     tr = _render(sim, cam, 12, 9)
     top, unb = _bad_top(tr.scene, case)
-    sc = replace(tr.scene, top_index=top, unbounded=unb)
+    sc = replace(tr.scene, top_links=top, unbounded=unb)
     rgb = torch.full((2, 9, 12, 3), 7, dtype=torch.uint8)
-    wb = torch.full_like(tr.top_bounds[:2], 5.0)
+    wb = torch.full_like(tr.top_boxes[:2], 5.0)
     a = _op_args(tr)
     flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"),
                          torch.tensor([0, 1], dtype=torch.int32), sc, fovy=tr.fovy, height=9, width=12,
-                         rgb=rgb, top_bounds=wb, check=False)
+                         rgb=rgb, top_boxes=wb, check=False)
     assert not torch.all(rgb == 7) and torch.isfinite(wb).all()
+
+
+def _chain_mesh(sc, depth: int):
+    """sc with its first mesh's BVH replaced by a chain `depth` internal nodes deep
+    (each node: a one-triangle leaf and the next node), appended after the others."""
+    k = int(torch.nonzero(sc.geom_info[:, 0] == scene_mod.MESH)[0])
+    n0, tri0 = sc.bvh_boxes.shape[0], 0
+    boxes = sc.bvh_boxes[sc.geom_info[k, 1]].repeat(depth, 1)  # any boxes: the check reads the links
+    links = torch.tensor([[scene_mod.make_leaf(tri0, 1), n0 + j + 1] for j in range(depth)], dtype=torch.int32)
+    links[-1, 1] = scene_mod.make_leaf(tri0 + 1, 1)
+    info = sc.geom_info.clone()
+    info[k, 1] = n0
+    return replace(sc, bvh_boxes=torch.cat([sc.bvh_boxes, boxes]), bvh_links=torch.cat([sc.bvh_links, links]),
+                   geom_info=info), k
+
+
+def test_deep_mesh_bvh_is_refused_naming_the_mesh(scenes):
+    """No silent holes: a mesh BVH deeper than the stack allows is an error naming the
+    render-list geom, its geom id and its depth, before anything is written; one level
+    less is accepted."""
+    sim, cam = scenes["fly_mesh"]
+    tr = _render(sim, cam, 12, 9)
+    top_depth = tr.scene.depths["top"]
+    ok_depth = scene_mod.STACK - 1 - top_depth
+    rgb = torch.full((2, 9, 12, 3), 7, dtype=torch.uint8)
+    sc, k = _chain_mesh(tr.scene, ok_depth + 1)
+    a = _op_args(tr)
+    msg = (rf"flycuda\.render_tiles: the mesh of render-list geom {k} \(geom id {int(sc.geom_ids[k])}\) has a BVH "
+           rf"of depth {ok_depth + 1} and the top level one of depth {top_depth}: a ray would need "
+           rf"{scene_mod.STACK + 1} stack entries, more than the traversal's {scene_mod.STACK}")
+    with pytest.raises(RuntimeError, match=msg):
+        flycuda.render_tiles(*a.values(), sc, fovy=tr.fovy, height=9, width=12, rgb=rgb, top_boxes=tr.top_boxes)
+    assert torch.all(rgb == 7)
+    sc, _ = _chain_mesh(tr.scene, ok_depth)
+    flycuda.render_tiles(*a.values(), sc, fovy=tr.fovy, height=9, width=12, rgb=rgb, top_boxes=tr.top_boxes)
+
+
+def test_pack_time_depth_check_names_the_mesh(scenes, monkeypatch):
+    """pack_scene checks every mesh's depth too (SceneError naming the mesh and depth)."""
+    sim, _ = scenes["fly_mesh"]
+    sc = scene_mod.pack_scene(sim.mjm)
+    assert sc.depths["top"] + 1 + max(sc.depths["meshes"].values()) <= scene_mod.STACK
+    monkeypatch.setattr(scene_mod, "STACK", sc.depths["top"] + 2)
+    with pytest.raises(scene_mod.SceneError, match=r"the BVH of mesh '.+' \(root \d+\) has depth \d+; with the "
+                                                   r"top level's \d+ a ray needs \d+ stack entries"):
+        scene_mod.pack_scene(sim.mjm)
+
+
+def test_corrupted_mesh_bvh_unchecked_stays_in_bounds(scenes):
+    """A mesh BVH with back links, out-of-range nodes and leaves past the triangles,
+    unchecked, renders without reading out of bounds (ASan run: test_emu)."""
+    sim, cam = scenes["fly_mesh"]
+    tr = _render(sim, cam, 12, 9)
+    links = tr.scene.bvh_links.clone()
+    links[0, 0] = 0                                                          # a link back
+    links[1, 1] = 10 ** 6                                                    # past the nodes
+    links[2, 0] = scene_mod.make_leaf(tr.scene.tris.shape[0] - 1, 7)         # past the triangles
+    sc = replace(tr.scene, bvh_links=links)
+    rgb = torch.full((2, 9, 12, 3), 7, dtype=torch.uint8)
+    flycuda.render_tiles(*_op_args(tr).values(), sc, fovy=tr.fovy, height=9, width=12, rgb=rgb,
+                         top_boxes=tr.top_boxes, check=False)
+    assert not torch.all(rgb == 7)

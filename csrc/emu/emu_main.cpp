@@ -210,57 +210,91 @@ void run_record(Case& c) {
   c.save("out");
 }
 
-// As csrc/cuda/render_tiles.cu (Scene and Out filled as render::make_scene/make_out do).
+// Rows of a [rows, ...] scene array (0 when absent).
+int32_t rows_of(Case& c, const std::string& name) {
+  return c.has(name) && !c.arr(name).shape.empty() ? static_cast<int32_t>(c.arr(name).shape[0]) : 0;
+}
+
+// As csrc/cuda/render_tiles.cu, with the RenderArgs that render_args.cpp builds
+// (make_scene / make_view): the scene's fields by the names of
+// flycuda.scene.Scene.FIELDS, the poses and cameras as strided base buffers, one
+// fovy (degrees) per camera in "fovy", an optional pixel list "pixels"; the
+// outputs present are the ones requested.
 void run_render_tiles(Case& c) {
   namespace r = flycuda::render;
-  r::Scene sc;
+  r::RenderArgs a;
+  r::Scene& sc = a.sc;
   sc.xpos = c.arr("geom_xpos").data<float>() + c.i64("xpos_offset");
   sc.xmat = c.arr("geom_xmat").data<float>() + c.i64("xmat_offset");
   sc.xpos_s0 = c.i64("xpos_s0");
   sc.xpos_s1 = c.i64("xpos_s1");
   sc.xmat_s0 = c.i64("xmat_s0");
   sc.xmat_s1 = c.i64("xmat_s1");
+  sc.nworld = static_cast<int32_t>(c.i64("nworld"));
+  sc.ngeom = rows_of(c, "geom_ids");
   sc.geom_ids = c.ptr<int32_t>("geom_ids");
   sc.geom_info = c.ptr<int32_t>("geom_info");
   sc.geom_param = c.ptr<float>("geom_param");
-  sc.ngeom = c.has("geom_ids") ? c.arr("geom_ids").numel() : 0;
-  sc.nworld = c.i64("nworld");
-  sc.nnode = c.has("bvh_bounds") ? static_cast<int32_t>(c.arr("bvh_bounds").shape[0]) : 0;
-  sc.bounds = c.ptr<float>("bvh_bounds");
-  sc.index = c.ptr<int32_t>("bvh_index");
+  sc.bvh_boxes = c.ptr<float>("bvh_boxes");
+  sc.bvh_links = c.ptr<int32_t>("bvh_links");
   sc.tris = c.ptr<float>("tris");
-  sc.top_index = c.ptr<int32_t>("top_index");
-  sc.ntop = c.has("top_index") ? static_cast<int32_t>(c.arr("top_index").shape[0]) : 0;
+  sc.top_links = c.ptr<int32_t>("top_links");
   sc.unbounded = c.ptr<int32_t>("unbounded");
-  sc.nunbounded = c.has("unbounded") ? c.arr("unbounded").numel() : 0;
   sc.lights = c.ptr<float>("lights");
-  sc.nlight = c.has("lights") ? c.arr("lights").shape[0] : 0;
   sc.headlight = c.ptr<float>("headlight");
-  sc.top_bounds = nullptr;
-  r::Out out;
-  out.rgb = c.ptr<uint8_t>("rgb");
-  out.cols = c.i64("mosaic_cols");
-  out.depth = c.ptr<float>("depth");
-  out.seg = c.ptr<int32_t>("seg");
-  const int64_t S = c.arr("worlds").numel(), H = c.i64("height"), Wd = c.i64("width");
-  const int64_t tiles = r::tiles_covered(out, S);
-  const k::RenderPlan plan = k::plan_render_tiles(tiles, H, Wd, S);
-  const int32_t* worlds = c.arr("worlds").data<int32_t>();
-  if (plan.pixels > 0) {
-    if (c.has("top_bounds") && c.arr("top_bounds").numel() > 0) {
-      launch(dim3(static_cast<unsigned int>(plan.refit_blocks)), dim3(plan.refit_threads), 0, nullptr,
-             k::refit_top_kernel, sc, worlds, c.arr("top_bounds").data<float>(), S);
-      sc.top_bounds = c.arr("top_bounds").data<float>();
-    }
-    const double fovy = c.f64("fovy");
-    const float tan_half = static_cast<float>(std::tan(0.5 * fovy * M_PI / 180.0));
-    launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr,
-           k::render_tiles_kernel, sc, out, worlds, c.arr("cam_pos").data<float>() + c.i64("cp_offset"),
-           c.arr("cam_mat").data<float>() + c.i64("cm_offset"),
-           c.i64("cp_s0"), c.i64("cm_s0"), S, H, Wd, tan_half, static_cast<float>(c.f64("zfar")), c.i64("samples"),
-           c.i64("shadows") != 0, tiles, c.ptr<int64_t>("timers"));
+  sc.nnode = rows_of(c, "bvh_boxes");
+  sc.ntri = rows_of(c, "tris");
+  sc.ntop = rows_of(c, "top_links");
+  sc.nunbounded = rows_of(c, "unbounded");
+  sc.nlight = rows_of(c, "lights");
+  r::View& v = a.v;
+  v.worlds = c.arr("worlds").data<int32_t>();
+  v.nsel = rows_of(c, "worlds");
+  Array& fovy = c.arr("fovy");  // float64 [C]
+  v.ncam = static_cast<int32_t>(fovy.numel());
+  if (v.ncam < 1 || v.ncam > r::kMaxCams) throw std::runtime_error("render_tiles: 1 to kMaxCams cameras");
+  v.cam_pos = c.arr("cam_pos").data<float>() + c.i64("cp_offset");
+  v.cam_mat = c.arr("cam_mat").data<float>() + c.i64("cm_offset");
+  v.cp_s0 = c.i64("cp_s0");
+  v.cp_s1 = c.i64("cp_s1");
+  v.cm_s0 = c.i64("cm_s0");
+  v.cm_s1 = c.i64("cm_s1");
+  for (int cam = 0; cam < r::kMaxCams; ++cam) {
+    v.tan_half_fovy[cam] =
+        cam < v.ncam ? static_cast<float>(std::tan(0.5 * fovy.data<double>()[cam] * M_PI / 180.0)) : 0.f;
   }
-  for (const char* name : {"rgb", "depth", "seg", "top_bounds", "timers"}) {
+  v.height = static_cast<int32_t>(c.i64("height"));
+  v.width = static_cast<int32_t>(c.i64("width"));
+  v.pixels = c.ptr<int32_t>("pixels");
+  v.npix = rows_of(c, "pixels");
+  v.zfar = static_cast<float>(c.f64("zfar"));
+  v.samples = static_cast<int32_t>(c.i64("samples"));
+  v.shadows = c.i64("shadows") != 0;
+  v.rgb = c.ptr<uint8_t>("rgb");
+  v.mosaic_cols = static_cast<int32_t>(c.i64("mosaic_cols"));
+  v.depth = c.ptr<float>("depth");
+  v.seg = c.ptr<int32_t>("seg");
+  v.top_boxes = c.ptr<float>("top_boxes");
+  v.timers = c.ptr<int64_t>("timers");
+  // The plan render_args computes (check_shapes).
+  const int64_t T = static_cast<int64_t>(v.nsel) * v.ncam;
+  const int64_t tiles = (v.rgb && v.mosaic_cols > 0) ? (T + v.mosaic_cols - 1) / v.mosaic_cols * v.mosaic_cols : T;
+  const k::RenderPlan plan = k::plan_render_tiles(tiles, v.height, v.width, v.npix, v.nsel);
+  if (plan.too_large) throw std::runtime_error("render_tiles: too many pixels for one launch");
+  if (v.nsel > 0 && plan.blocks > 0) {
+    if (sc.ntop > 0) {
+      launch(dim3(static_cast<unsigned int>(plan.refit_blocks)), dim3(plan.refit_threads), 0, nullptr,
+             k::refit_top_kernel, a);
+    }
+    if (v.timers) {
+      launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr,
+             k::render_tiles_timed_kernel, a, plan);
+    } else {
+      launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr, k::render_tiles_kernel,
+             a, plan);
+    }
+  }
+  for (const char* name : {"rgb", "depth", "seg", "top_boxes", "timers"}) {
     if (c.has(name)) c.save(name);
   }
 }

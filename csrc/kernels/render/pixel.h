@@ -166,7 +166,7 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
       const float* cp = v.cam_pos + wc * v.cp_s0 + c * v.cp_s1;
       const V3 dc = camera_ray(at[4], at[3], sx, sy, n, v.width, v.height, v.tan_half_fovy[c]);
       const V3 d = matvec(v.cam_mat + wc * v.cm_s0 + c * v.cm_s1, dc);
-      ray[0] = cp[0], ray[1] = cp[1], ray[2] = cp[2], ray[3] = d.x, ray[4] = d.y, ray[5] = d.z, ray[6] = -dc.z;
+      ray[0] = cp[0]; ray[1] = cp[1]; ray[2] = cp[2]; ray[3] = d.x; ray[4] = d.y; ray[5] = d.z; ray[6] = -dc.z;
       const float* top = v.top_boxes + static_cast<int64_t>(kBoxCols) * sc.ntop * (at[0] / v.ncam);
       const int64_t t0 = Timed ? now() : 0;
       Best b = trace<false>(sc, wc, top, v3(ray[0], ray[1], ray[2]), d, kInf);
@@ -180,7 +180,9 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
       if (v.rgb && b.k >= 0) {
         const float* top2 = v.top_boxes + static_cast<int64_t>(kBoxCols) * sc.ntop * (at[0] / v.ncam);
         const V3 col = shade(sc, at[1], top2, v3(ray[0], ray[1], ray[2]), v3(ray[3], ray[4], ray[5]), b, v.shadows);
-        acc[0] = acc[0] + col.x, acc[1] = acc[1] + col.y, acc[2] = acc[2] + col.z;
+        acc[0] = acc[0] + col.x;  // statements, not a comma list: C++20 deprecates using a volatile
+        acc[1] = acc[1] + col.y;  // assignment's value (-Werror=volatile in the emulator's build)
+        acc[2] = acc[2] + col.z;
       }
       if (Timed) {
         stage[0] += t1 - t0;
