@@ -33,7 +33,7 @@ void render_tiles_cpu(FLYCUDA_RENDER_TILES_PARAMS) {
   int64_t* tim = a.v.timers;
   at::parallel_for(0, plan.blocks, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
     for (int64_t block = begin; block < end; ++block) {
-      int64_t stage[2] = {0, 0};
+      int64_t stage[4] = {0, 0, 0, 0};
       const int64_t start = tim ? render::now() : 0;
       for (int thread = 0; thread < plan.threads; ++thread) {
         if (tim) {
@@ -43,9 +43,9 @@ void render_tiles_cpu(FLYCUDA_RENDER_TILES_PARAMS) {
         }
       }
       if (tim) {
-        tim[block * render::kTimers + 0] = stage[0];
-        tim[block * render::kTimers + 1] = stage[1];
-        tim[block * render::kTimers + 2] = render::now() - start;
+        int64_t* row = tim + block * render::kTimers;
+        row[0] = stage[0], row[1] = stage[1], row[3] = stage[2], row[4] = stage[3];
+        row[2] = render::now() - start;
       }
     }
   });

@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="render every N steps (default: 30 frames per simulated second)")
     r.add_argument("--render-size", type=_size, default=(64, 48), metavar="WxH", help="tile size")
     r.add_argument("--camera", default=None,
-                   help="model camera to render from (default: track, or the fly's tracking camera)")
+                   help="model camera(s) to render from, e.g. track or track,side (several: side by side; "
+                        "default: track, or the fly's tracking camera)")
     r.add_argument("--renderer", choices=["flycuda", "mjwarp"], default="flycuda",
                    help="flycuda's tile renderer, or MuJoCo Warp's (the baseline)")
     r.add_argument("--profile", default=None, metavar="TRACE.json",
@@ -141,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and renders them with flycuda's tile renderer into a mosaic video.")
     v.add_argument("store", help="the recording (a .zarr store written by flycuda replay --record)")
     v.add_argument("--worlds", default="0:16", help="worlds to show: 0:16, 3, 1,4,9 (default 0:16)")
-    v.add_argument("--camera", default=None, help="camera (default: the replay's)")
+    v.add_argument("--camera", default=None, help="camera(s), e.g. track,side (default: the replay's)")
     v.add_argument("--out", default="recording.mp4", metavar="VIDEO.mp4", help="the video to write")
     v.add_argument("--frames", default=None, metavar="OUT.png", help="also write the last frame as PNG")
     v.add_argument("--size", type=_size, default=(160, 120), metavar="WxH", help="tile size")

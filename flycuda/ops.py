@@ -231,9 +231,10 @@ def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torc
         top_boxes: float32 [S, Nt, 12] workspace (Nt = ``scene.top_links.shape[0]``):
             each selected world's top-level BVH, refit from the poses at the start of the
             call. Allocated here when None (pass one to capture the call in a graph).
-        timers: int64 [blocks, 3] in-kernel stage timers per block of 128 pixels
-            (flycuda.launch_plan.render_blocks): trace, shade (summed over its pixels)
-            and the block's total; clock64 cycles on CUDA, nanoseconds on CPU.
+        timers: int64 [blocks, 5] in-kernel stage timers per block of 128 pixels
+            (flycuda.launch_plan.render_blocks): trace, shade (summed over its pixels),
+            the block's total (clock64 cycles on CUDA, nanoseconds on CPU), and the
+            primary rays' BVH nodes visited and triangles tested.
         check: validate the index values (worlds, geom ids, pixel ids, BVH links and
             depths); on CUDA this copies them to the host (skipped while capturing a
             graph). Pass False only for inputs already validated (TileRenderer checks

@@ -79,7 +79,7 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
 
     Samples not written (an incomplete recording's NaN rows) end the video there.
     """
-    from .render import FrameWriter, TileRenderer
+    from .render import FrameWriter, TileRenderer, camera_arg
     from .scenario import build_worlds
 
     rec = _open(source)
@@ -98,7 +98,7 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
         raise RecordingError(f"sim ({sim.nworld} worlds, nq={sim.mjm.nq}) does not fit the recording's qpos "
                              f"({len(ids)} worlds selected, nq={qpos.shape[2]})")
     fps = speed / (rec.every("qpos") * float(info["timestep"]))
-    renderer = TileRenderer(sim, camera=camera, width=size[0], height=size[1], mosaic=True)
+    renderer = TileRenderer(sim, camera=camera_arg(camera), width=size[0], height=size[1], mosaic=True)
     writer = FrameWriter(video=out, png=png, fps=fps) if (out or png) else None
     result = PlaybackResult(worlds=len(ids))
     view = sim.view("qpos")

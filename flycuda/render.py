@@ -82,7 +82,7 @@ class TileRenderer:
         # Workspace: each selected world's top-level BVH, refit by every render.
         self.top_boxes = torch.empty(S, self.scene.top_links.shape[0], 12, device=dev)
         blocks = launch_plan.render_blocks(images, height, width)  # one timer row per CUDA block
-        self.timers = torch.zeros(blocks, 3, dtype=torch.int64, device=dev) if timers else None
+        self.timers = torch.zeros(blocks, 5, dtype=torch.int64, device=dev) if timers else None
         self._validated = False  # the static scene's indices are checked on the first render
 
     def render(self) -> torch.Tensor | None:
@@ -102,13 +102,17 @@ class TileRenderer:
         return self.rgb
 
     def stage_times(self) -> dict:
-        """The last render's in-kernel stage timers summed over all chunks: ``trace`` and
-        ``shade`` (summed over pixels), ``chunks`` (summed chunk totals), and ``unit``
-        ("cycles" on CUDA, "ns" on CPU). Needs ``timers=True``."""
+        """The last render's in-kernel stage timers summed over all blocks: ``trace`` and
+        ``shade`` (summed over pixels), ``chunks`` (summed block totals), ``unit``
+        ("cycles" on CUDA, "ns" on CPU), and the primary rays' work: ``nodes`` (BVH
+        nodes visited) and ``triangles`` (tested), in total and ``per_ray``. Needs
+        ``timers=True``."""
         if self.timers is None:
             raise RenderError("stage_times needs TileRenderer(..., timers=True)")
         t = self.timers.sum(0).tolist()
-        return {"trace": t[0], "shade": t[1], "chunks": t[2],
+        rays = self.worlds.numel() * self.cam_pos.shape[1] * self.width * self.height * self.samples ** 2
+        return {"trace": t[0], "shade": t[1], "chunks": t[2], "nodes": t[3], "triangles": t[4],
+                "per_ray": {"nodes": t[3] / rays, "triangles": t[4] / rays},
                 "unit": "cycles" if self.timers.is_cuda else "ns"}
 
     def render_mosaic(self) -> torch.Tensor:
@@ -183,6 +187,16 @@ def _cameras(sim, cams: list):
     pos = torch.stack([torch.as_tensor(c[0], dtype=torch.float32).reshape(3) for c in cams]).to(dev)
     mat = torch.stack([torch.as_tensor(c[1], dtype=torch.float32).reshape(9) for c in cams]).to(dev)
     return pos.expand(W, -1, 3), mat.expand(W, -1, 9), [float(c[2]) for c in cams], None
+
+
+def camera_arg(camera):
+    """A --camera value: "name" as is, "a,b" (several cameras, side by side) as a list."""
+    if isinstance(camera, str) and "," in camera:
+        names = [c.strip() for c in camera.split(",") if c.strip()]
+        if len(names) > 8:
+            raise RenderError(f"a renderer takes 1 to 8 cameras, got {len(names)}: {camera!r}")
+        return names
+    return camera
 
 
 def mosaic_shape(worlds: int) -> tuple[int, int]:

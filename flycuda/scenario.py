@@ -75,7 +75,7 @@ def replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, 
     ``primary``: this process renders live and profiles (rank 0, or the only process);
     ``target``: where the recording goes (a :class:`flycuda.recording.Target`, or None)."""
     from .motion import Motion
-    from .render import FrameWriter, MjwRenderer, TileRenderer
+    from .render import FrameWriter, MjwRenderer, TileRenderer, camera_arg
     from .replay import replay
 
     n = worlds if share is None else share[1]
@@ -94,13 +94,17 @@ def replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, 
             motion = Motion(motion.angles[start:start + n], motion.fps, motion.dof_names, angles64=a64)
     writer = renderer = None
     render_every = 0
-    sim.camera_id(camera)  # a camera the model lacks is an error, rendering or not
+    cams = camera_arg(camera)
+    for c in cams if isinstance(cams, list) else [cams]:
+        sim.camera_id(c)  # a camera the model lacks is an error, rendering or not
+    if isinstance(cams, list) and args.renderer != "flycuda":
+        raise ReplayError(f"--camera {camera}: several cameras need --renderer flycuda")
     live = primary and (args.render or args.frames) and not getattr(args, "render_afterwards", False)
     if live:
         writer = FrameWriter(video=args.render, png=args.frames, fps=30.0)
         cls = TileRenderer if args.renderer == "flycuda" else MjwRenderer
         kw = {"mosaic": True} if cls is TileRenderer else {}
-        renderer = cls(sim, camera=camera, width=args.render_size[0], height=args.render_size[1], **kw)
+        renderer = cls(sim, camera=cams, width=args.render_size[0], height=args.render_size[1], **kw)
         render_every = args.render_every or max(1, round(1.0 / (30.0 * sim.timestep)))
     if target is not None:
         target.attrs.update(model=args.model or "hexapod", motion=motion_name(args), camera=camera)

@@ -114,3 +114,32 @@ def _render(sim, cam, W, H, device="cpu", **kw):
     tr.rgb.fill_(123), tr.depth.fill_(-7.0), tr.seg.fill_(-99)  # poison
     tr.render()
     return tr
+
+
+# --- motion_to_ctrl: the op tests' shapes and inputs (test_motion_to_ctrl.py, test_emu.py) ---
+
+M2C_SHAPES = [  # (W, M, T, D, nu)
+    (1, 1, 1, 1, 1),
+    (1, 1, 9, 42, 42),
+    (3, 1, 1, 5, 9),
+    (7, 7, 2, 3, 4),
+    (33, 33, 13, 7, 11),
+    (257, 1, 661, 42, 50),
+    (1000, 1000, 17, 42, 42),
+]
+
+
+def make_m2c_case(W, M, T, D, nu, offsets_kind, device, act_dtype=torch.int64):
+    """(motion [M, T, D], act_ids [D], offsets [W] or None) for motion_to_ctrl;
+    offsets_kind: None, "int" (whole frames) or "wild" (negative, fractional, beyond T)."""
+    motion = torch.randn(M, T, D).to(device)
+    act_ids = torch.randperm(nu)[:D].to(device=device, dtype=act_dtype)
+    if offsets_kind is None:
+        offsets = None
+    elif offsets_kind == "int":
+        offsets = torch.randint(0, T, (W,)).to(device=device, dtype=torch.float32)
+    elif offsets_kind == "wild":  # negative, fractional, beyond T
+        offsets = ((torch.rand(W, dtype=torch.float64) * 3 - 1) * (T + 2)).to(device)
+    else:
+        raise ValueError(offsets_kind)
+    return motion, act_ids, offsets

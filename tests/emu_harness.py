@@ -51,7 +51,8 @@ class SanitizerReport(AssertionError):
 
 def _sources() -> list[str]:
     files = [os.path.join(CSRC, "emu", n) for n in ("emu_main.cpp", "selftest.cpp", "cuda_emu.h", "npy.h")]
-    files += sorted(glob.glob(os.path.join(CSRC, "kernels", "*")))
+    files += sorted(f for f in glob.glob(os.path.join(CSRC, "kernels", "**", "*"), recursive=True)
+                    if os.path.isfile(f))  # kernels/*.cuh and their headers (kernels/render/*.h)
     return files
 
 

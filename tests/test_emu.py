@@ -24,14 +24,24 @@ Branches reached (csrc/kernels/):
     (early returns), idx >= W*D (partial block), recorded steps; strided sources
     and outputs; int32/int64 columns with repeats; the ring's slot and row for
     k past B*C (record_chunk wraps), one-row chunks.
-  refit_top_kernel: s >= S (idle threads), every selected world and a bad world id
-    (all boxes empty); leaves of every bounded geom type (mesh: its BVH root's box),
-    parents as unions; a corrupted top level (back links, out-of-range leaves).
-  render_tiles_kernel: tiles and mosaic (s >= S: empty cells cleared), rgb/depth/seg
-    each present or absent, samples 1 and 2, shadows on and off, the top-level BVH
-    on and off (every geom tested), stage timers on (atomics and two __syncthreads) and off; every geom type
-    the scenes hold (plane with checker, sphere, capsule, ellipsoid, cylinder, box,
-    mesh BVH) and the far plane.
+  refit_top_kernel: one block per selected world, threads past the top level idle;
+    every selected world and a bad world id (all boxes empty); leaf children of every
+    bounded geom type (mesh: its root's two child boxes), internal children as unions
+    bottom-up; corrupted top levels (links back and past the end, a leaf of a missing
+    geom, a leaf of two geoms).
+  render_tiles_kernel / render_tiles_timed_kernel: 16 x 8 blocks of 8 x 4 warps
+    (threads past the image's edge idle) and pixel lists (the last block's threads past
+    the list idle); one and two cameras per world (different fovy, fixed cameras with
+    a stride-0 world dim); tiles and mosaic (empty cells cleared), rgb/depth/seg each
+    present or absent, samples 1 and 2, shadows on and off, a near far plane, a NaN
+    light (reads 0), stage timers and work counts (atomics and two __syncthreads) and
+    none; unbounded geoms then the two-level traversal (top-level primitive leaves
+    tested at once, mesh leaves entered with the marker, nearer child first), every
+    geom type (checkered plane, sphere, capsule, ellipsoid, cylinder, box, mesh BVH),
+    axis-aligned rays; corrupted mesh BVHs (links back and past the end, leaves of
+    triangles past the end, mesh roots past the nodes or negative) and unbounded
+    entries out of range, all in bounds. The Python grid mirror
+    (flycuda.reference.grid_render) equals the CPU op bit for bit on every case.
 """
 
 from __future__ import annotations
@@ -47,8 +57,8 @@ import flycuda
 from flycuda import launch_plan, reference
 
 import emu_harness as emu
-from common import poison_like, strided_view
-from test_motion_to_ctrl import SHAPES as M2C_SHAPES, make_case
+from common import (M2C_SHAPES, _fly_sim, _prims_sim, assert_images_close, make_m2c_case, poison_like,
+                    strided_view)
 
 pytestmark = pytest.mark.emu
 
@@ -101,7 +111,7 @@ def _m2c_cases():
 
 def _m2c_case(p):
     W, M, T, D, nu = p["shape"]
-    motion, act_ids, offsets = make_case(W, M, T, D, nu, p["okind"], "cpu", p["adt"])
+    motion, act_ids, offsets = make_m2c_case(W, M, T, D, nu, p["okind"], "cpu", p["adt"])
     if p["okind"] == "wild" and W > 2:
         offsets[1] = float("nan")  # non-finite positions read frame 0
     ctrl, parent = strided_view(W, nu, p["ckind"], "cpu")
@@ -165,7 +175,7 @@ def test_motion_to_ctrl_matches_reference():
 def _s2c_case(p):
     """A spline_to_ctrl case: the motion_to_ctrl case's recording made into cubic pieces."""
     W, M, T, D, nu = p["shape"]
-    _, act_ids, offsets = make_case(W, M, T, D, nu, p["okind"], "cpu", p["adt"])
+    _, act_ids, offsets = make_m2c_case(W, M, T, D, nu, p["okind"], "cpu", p["adt"])
     coeffs = flycuda.spline_coeffs(torch.randn(M, T, D, dtype=torch.float64).cumsum(1))
     if p["okind"] == "wild" and W > 2:
         offsets[1] = float("nan")
@@ -308,90 +318,198 @@ def test_record_chunk(sanitizer):
 
 # --- render_tiles ------------------------------------------------------------------
 
-def _render_case(tr) -> emu.Case:
-    sc = tr.scene
-    case = emu.Case("render_tiles", fovy=float(tr.fovy), zfar=float(sc.zfar), samples=tr.samples,
-                    shadows=int(tr.shadows), height=tr.height, width=tr.width, mosaic_cols=tr.cols,
-                    nworld=tr.geom_xpos.shape[0])
-    case.strided("geom_xpos", tr.geom_xpos, "xpos").strided("geom_xmat", tr.geom_xmat, "xmat")
-    case.strided("cam_pos", tr.cam_pos, "cp").strided("cam_mat", tr.cam_mat, "cm")
-    case.array("worlds", tr.worlds)
-    for name in ("geom_ids", "geom_info", "geom_param", "bvh_bounds", "bvh_index", "tris", "top_index", "unbounded",
-                 "lights", "headlight"):
+def _spec(tr, **over) -> dict:
+    """One render_tiles call: the poses, cameras and scene of TileRenderer ``tr`` and its
+    settings, with the outputs in the op's own shapes ([S, C, ...] or the mosaic).
+    ``over`` replaces entries (worlds, scene, pixels, outputs, timers, ...)."""
+    sp = dict(geom_xpos=tr.geom_xpos, geom_xmat=tr.geom_xmat, cam_pos=tr.cam_pos, cam_mat=tr.cam_mat,
+              worlds=tr.worlds, scene=tr.scene, fovy=list(tr.fovy), height=tr.height, width=tr.width,
+              samples=tr.samples, shadows=tr.shadows, zfar=tr.scene.zfar, mosaic_cols=tr.cols, pixels=None,
+              outputs=("rgb",) * (tr.rgb is not None) + ("depth",) * (tr.depth is not None)
+              + ("seg",) * (tr.seg is not None), timers=tr.timers is not None, check=True)
+    sp.update(over)
+    return sp
+
+
+# Timer columns (pixel.h kTimers): trace, shade, the block's total, then the primary
+# rays' nodes visited and triangles tested; every column but the total is summed by
+# one atomicAdd per thread.
+_TIMER_COLS = 5
+
+
+def _outputs(sp) -> dict:
+    """Poisoned outputs (and the workspace, the timers) for spec ``sp``, as the op takes them."""
+    S, C = len(sp["worlds"]), sp["cam_pos"].shape[1]
+    H, Wd, cols = sp["height"], sp["width"], sp["mosaic_cols"]
+    P = 0 if sp["pixels"] is None else len(sp["pixels"])
+    img = (S, C, P) if P else (S, C, H, Wd)
+    out = {}
+    if "rgb" in sp["outputs"]:
+        shape = (-(-S * C // cols) * H, cols * Wd, 3) if cols else img + (3,)
+        out["rgb"] = torch.randint(0, 256, shape, dtype=torch.uint8)
+    if "depth" in sp["outputs"]:
+        out["depth"] = poison_like(torch.empty(img))
+    if "seg" in sp["outputs"]:
+        out["seg"] = torch.full(img, -77, dtype=torch.int32)
+    out["top_boxes"] = poison_like(torch.empty(S, sp["scene"].top_links.shape[0], 12))
+    if sp["timers"]:
+        tiles = -(-S * C // cols) * cols if (cols and "rgb" in sp["outputs"]) else S * C
+        out["timers"] = torch.full((launch_plan.render_blocks(tiles, H, Wd, P), _TIMER_COLS), -1, dtype=torch.int64)
+    return out
+
+
+def _render_case(sp) -> emu.Case:
+    sc = sp["scene"]
+    case = emu.Case("render_tiles", zfar=float(sp["zfar"]), samples=sp["samples"], shadows=int(sp["shadows"]),
+                    height=sp["height"], width=sp["width"], mosaic_cols=sp["mosaic_cols"],
+                    nworld=sp["geom_xpos"].shape[0])
+    case.strided("geom_xpos", sp["geom_xpos"], "xpos").strided("geom_xmat", sp["geom_xmat"], "xmat")
+    case.strided("cam_pos", sp["cam_pos"], "cp").strided("cam_mat", sp["cam_mat"], "cm")
+    case.array("worlds", sp["worlds"]).array("fovy", torch.tensor(sp["fovy"], dtype=torch.float64))
+    for name in sc.FIELDS:
         case.array(name, getattr(sc, name))
-    for name in ("rgb", "depth", "seg", "top_bounds", "timers"):
-        t = getattr(tr, name)
-        if t is not None:
-            case.array(name, poison_like(t.float()).to(t.dtype) if name != "timers" else torch.full_like(t, -1))
+    if sp["pixels"] is not None:
+        case.array("pixels", sp["pixels"])
+    for name, t in _outputs(sp).items():
+        case.array(name, t)
     return case
 
 
-def _assert_close_to_reference(case, tr) -> None:
+def _cpu_render(sp) -> dict:
+    """The C++ CPU op on spec ``sp``: its outputs (and workspace, timers)."""
+    out = _outputs(sp)
+    flycuda.render_tiles(sp["geom_xpos"], sp["geom_xmat"], sp["cam_pos"], sp["cam_mat"], sp["worlds"], sp["scene"],
+                         fovy=sp["fovy"], height=sp["height"], width=sp["width"], rgb=out.get("rgb"),
+                         depth=out.get("depth"), seg=out.get("seg"), mosaic_cols=sp["mosaic_cols"],
+                         samples=sp["samples"], shadows=sp["shadows"], zfar=sp["zfar"], pixels=sp["pixels"],
+                         top_boxes=out["top_boxes"], timers=out.get("timers"), check=sp["check"])
+    return out
+
+
+def _assert_grid_equals_cpu(sp, cpu: dict, what) -> None:
+    """The grid mirror (flycuda.reference.grid_render, float32 line by line) equals the
+    CPU op bit for bit: images and the refit workspace."""
+    from flycuda.reference import grid_render
+
+    outs = sp["outputs"]
+    got = grid_render.render_tiles(sp["geom_xpos"], sp["geom_xmat"], sp["cam_pos"], sp["cam_mat"], sp["worlds"],
+                                   sp["scene"], fovy=sp["fovy"], height=sp["height"], width=sp["width"],
+                                   samples=sp["samples"], shadows=sp["shadows"], zfar=sp["zfar"],
+                                   mosaic_cols=sp["mosaic_cols"], pixels=sp["pixels"], rgb="rgb" in outs,
+                                   depth="depth" in outs, seg="seg" in outs)
+    for name, g in zip(("rgb", "depth", "seg"), got):
+        if name in cpu:
+            assert torch.equal(g, cpu[name]), f"grid mirror {name} differs from the CPU op: {what}"
+    top = grid_render.refit_top(sp["geom_xpos"], sp["geom_xmat"], sp["worlds"], sp["scene"])
+    assert torch.equal(top, cpu["top_boxes"]), f"grid mirror top_boxes differ from the CPU op: {what}"
+
+
+def _assert_close_to_reference(sp, out) -> None:
     from flycuda.reference.render import render_tiles as ref_render
-    from test_render_tiles import assert_images_close
 
-    ref = ref_render(tr.geom_xpos, tr.geom_xmat, tr.cam_pos, tr.cam_mat, tr.worlds.tolist(), tr.scene,
-                     fovy=tr.fovy, height=tr.height, width=tr.width, samples=tr.samples, shadows=tr.shadows)
-    assert_images_close(case.out["rgb"], case.out["depth"], case.out["seg"], *ref)
+    ref = ref_render(sp["geom_xpos"], sp["geom_xmat"], sp["cam_pos"], sp["cam_mat"], sp["worlds"].tolist(),
+                     sp["scene"], fovy=sp["fovy"], height=sp["height"], width=sp["width"], samples=sp["samples"],
+                     shadows=sp["shadows"], zfar=sp["zfar"])
+    assert_images_close(out["rgb"], out["depth"], out["seg"], *ref)
 
 
-def _render_params():
-    # scene, worlds, size, mosaic, samples, shadows, top level, timers, outputs, NaN light
-    return [
-        ("prims", None, (12, 9), False, 1, False, True, False, "rgb,depth,seg", False),
-        ("prims", [1, 0, 1], (10, 7), True, 2, True, True, True, "rgb,depth,seg", False),
-        ("prims", [1], (9, 5), False, 1, True, False, False, "depth,seg", False),
-        ("prims", [2], (8, 6), False, 1, False, True, False, "rgb,seg", True),  # NaN color -> 0, not UB
-        ("prims-top", [0], (9, 7), False, 1, True, True, False, "rgb,depth,seg", False),  # axis-aligned rays
-        ("fly", None, (12, 9), True, 1, True, True, True, "rgb", False),
-        ("fly", [2, 0], (11, 8), False, 2, False, True, False, "rgb,depth,seg", False),
-    ]
+# (name, scene, cameras, worlds, (width, height), mosaic, samples, shadows, timers, outputs, extra)
+# extra: "nan" (NaN headlight red), "pixels" (a pixel list), "zfar" (a near far plane).
+_RENDER_PARAMS = [
+    ("tiles", "prims", "overview", None, (12, 9), False, 1, False, False, "rgb,depth,seg", ""),
+    ("mosaic-empty-cell", "prims", "overview", [1, 0, 1], (10, 7), True, 2, True, True, "rgb,depth,seg", ""),
+    ("depth-seg-only", "prims", "overview", [1], (9, 5), False, 1, True, False, "depth,seg", "zfar"),
+    ("nan-light", "prims", "overview", [2], (8, 6), False, 1, False, False, "rgb,seg", "nan"),
+    ("axis-aligned", "prims", "top", [0], (9, 7), False, 1, True, False, "rgb,depth,seg", ""),
+    ("two-cameras", "prims", "two", [2, 0], (11, 8), False, 1, True, True, "rgb,depth,seg", ""),
+    ("two-cameras-mosaic", "prims", "two", [0, 1, 2], (7, 5), True, 1, False, False, "rgb", ""),
+    ("pixel-list", "prims", "two", [1, 2], (13, 10), False, 1, True, True, "rgb,depth,seg", "pixels"),
+    ("fly-mosaic", "fly", "track", None, (12, 9), True, 1, True, True, "rgb", ""),
+    ("fly-tiles", "fly", "track", [2, 0], (11, 8), False, 2, False, False, "rgb,depth,seg", ""),
+]
+
+
+def _cameras(sim, which):
+    cid = sim.camera_id("overview") if which != "track" else None
+    top = ((0.0, 0.0, 0.5), (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0), 60.0)  # straight down -z
+    if which == "top":
+        return top
+    if which == "two":  # the overview at 45 degrees and the top view at 60: fixed cameras ([W, C] stride 0)
+        return [(sim.view("cam_xpos")[0, cid], sim.view("cam_xmat")[0, cid], 45.0), top]
+    return which
+
+
+def _render_specs():
+    from dataclasses import replace
+
+    from flycuda.render import TileRenderer
+
+    prims = _prims_sim(3)
+    sims = {"prims": prims, "fly": _fly_sim(3, steps=10)}
+    specs = []
+    for name, scene, cams, worlds, (w, h), mos, samples, shadows, timers, outs, extra in _RENDER_PARAMS:
+        sim = sims[scene]
+        tr = TileRenderer(sim, _cameras(sim, cams), w, h, worlds=worlds, mosaic=mos, samples=samples,
+                          shadows=shadows, rgb="rgb" in outs, depth="depth" in outs, seg="seg" in outs,
+                          timers=timers)
+        sp = _spec(tr, cam_pos=tr.cam_pos if tr.cam_pos.dim() == 3 else tr.cam_pos.unsqueeze(1))
+        if extra == "nan":
+            hl = sp["scene"].headlight.clone()
+            hl[0] = float("nan")  # ambient red: every geom pixel's red is NaN
+            sp["scene"] = replace(sp["scene"], headlight=hl)
+        if extra == "zfar":
+            sp["zfar"] = 0.9  # cuts off the far side of the floor
+        if extra == "pixels":  # ids anywhere in the image, repeats and both corners; 2 x 2 x 150 entries
+            g = torch.Generator().manual_seed(5)
+            ids = torch.randint(0, w * h, (147,), generator=g, dtype=torch.int32)
+            sp["pixels"] = torch.cat([ids, torch.tensor([0, w * h - 1, int(ids[3])], dtype=torch.int32)])
+        specs.append((name, sp))
+    return specs
 
 
 @pytest.mark.needs_warp
 @pytest.mark.parametrize("sanitizer", FLAVOURS)
-def test_render_tiles(sanitizer, request):
-    from flycuda.render import TileRenderer
-    from test_render_tiles import _fly_sim, _prims_sim
-
-    prims = _prims_sim(3)
-    top = ((0.0, 0.0, 0.5), (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0), 60.0)  # looks straight down -z
-    sims = {"prims": (prims, "overview"), "prims-top": (prims, top), "fly": (_fly_sim(3, steps=10), "track")}
-    cases, renderers = [], []
-    for scene, worlds, (w, h), mos, samples, shadows, top_level, timers, outs, nan_light in _render_params():
-        sim, cam = sims[scene]
-        tr = TileRenderer(sim, cam, w, h, worlds=worlds, mosaic=mos, samples=samples, shadows=shadows,
-                          rgb="rgb" in outs, depth="depth" in outs, seg="seg" in outs, timers=timers)
-        if not top_level:
-            tr.top_bounds = None
-        if nan_light:
-            tr.scene.headlight[0] = float("nan")  # ambient red: every geom pixel's red is NaN
-        case = _render_case(tr)
-        tr.render()  # the CPU op
-        cases.append(case)
-        renderers.append(tr)
+def test_render_tiles(sanitizer):
+    """Every render case on the emulated grid: bit for bit the CPU op (images, the refit
+    top level); the grid mirror equals the CPU op bit for bit (asan run); tiles against
+    the float64 reference with the op tests' bounds; timers and atomics."""
+    specs = _render_specs()
+    cases = [_render_case(sp) for _, sp in specs]
+    cpus = [_cpu_render(sp) for _, sp in specs]
     emu.run(cases, sanitizer)
-    for p, case, tr in zip(_render_params(), cases, renderers):
-        for name in ("rgb", "depth", "seg"):
-            if getattr(tr, name) is not None:
-                assert torch.equal(case.out[name], getattr(tr, name)), f"{name} differs from the CPU op: {p}"
-        if tr.top_bounds is not None:
-            assert torch.equal(case.out["top_bounds"], tr.top_bounds), f"top_bounds: {p}"
-        if tr.timers is not None:  # ns here; every block wrote its row
+    for (name, sp), case, cpu in zip(specs, cases, cpus):
+        for key in ("rgb", "depth", "seg", "top_boxes"):
+            if key in cpu:
+                assert torch.equal(case.out[key], cpu[key]), f"{key} differs from the CPU op: {name}"
+        launches = case.out["launches"]  # (blocks, atomics, max per block): refit, then the pixels
+        assert len(launches) == 1 + (sp["scene"].top_links.shape[0] > 0), name
+        if sp["timers"]:  # ns here; every block wrote its row
             tim = case.out["timers"]
-            assert tim.shape == tr.timers.shape and (tim >= 0).all() and (tim[:, 2] > 0).all()
-            # the emulator counts every thread's atomics: two atomicAdd per thread of a full block
-            render_launch = case.out["launches"][-1]  # (blocks, atomics, max per block)
-            assert int(render_launch[0]) == len(tim) and int(render_launch[2]) == 2 * launch_plan.RENDER_THREADS
+            assert tim.shape == cpu["timers"].shape and (tim >= 0).all() and (tim[:, 2] > 0).all(), name
+            # the work counts are no timings: the same as the CPU op's, block by block
+            assert torch.equal(tim[:, 3:], cpu["timers"][:, 3:]) and (tim[:, 3] > 0).any(), name
+            # the emulator counts every thread's atomics: one atomicAdd per summed column
+            per = (_TIMER_COLS - 1) * launch_plan.RENDER_THREADS
+            assert launches[-1].tolist() == [len(tim), per * len(tim), per], name
         else:
-            assert int(case.out["launches"][:, 1].sum()) == 0
-        if tr.seg is not None:
-            assert len(torch.unique(tr.seg)) >= 3, "the case must see several geoms"
-        if tr.rgb is not None and tr.depth is not None and tr.seg is not None and not tr.cols:
-            _assert_close_to_reference(case, tr)  # the float64 reference, with the op tests' bounds
-        if p[-1]:  # NaN red reads 0 on every geom pixel; green and blue are lit
-            hit = (tr.seg >= 0).unsqueeze(-1)[..., 0]
-            assert (tr.rgb[..., 0][hit] == 0).all() and (tr.rgb[..., 1][hit] > 0).any()
+            assert int(launches[:, 1].sum()) == 0, name
+        if "seg" in cpu:
+            assert len(torch.unique(cpu["seg"])) >= 3, f"the case must see several geoms: {name}"
+        if sanitizer != "asan":
+            continue
+        _assert_grid_equals_cpu(sp, cpu, name)
+        if sp["pixels"] is not None:  # a pixel list casts the rays of those pixels of the full image
+            full = _cpu_render(dict(sp, pixels=None))
+            for key in ("rgb", "depth", "seg"):
+                flat = full[key].flatten(2, 3)
+                assert torch.equal(cpu[key], flat[:, :, sp["pixels"].long()]), f"pixel list {key}"
+        elif not sp["mosaic_cols"] and {"rgb", "depth", "seg"} <= set(cpu) and sp["zfar"] == sp["scene"].zfar:
+            _assert_close_to_reference(sp, cpu)  # the float64 reference, with the op tests' bounds
+        if name == "nan-light":  # NaN red reads 0 on every geom pixel; green and blue are lit
+            hit = cpu["seg"] >= 0
+            assert (cpu["rgb"][..., 0][hit] == 0).all() and (cpu["rgb"][..., 1][hit] > 0).any()
+        if name == "depth-seg-only":
+            assert (cpu["seg"] == -1).any() and (cpu["depth"][cpu["seg"] >= 0] <= 0.9).all()
 
 
 # --- the instrument itself: it must catch what it claims to catch ---------------------
@@ -548,72 +666,94 @@ def test_a_counter_without_hidden_words_is_not_fused():
 @pytest.mark.parametrize("sanitizer", FLAVOURS)
 def test_render_tiles_bad_world_id(sanitizer):
     """A world id outside [0, W) that escaped the host check (capture, check=False):
-    its tile is blank and its top-level boxes empty, with no access out of bounds."""
+    its images are blank and its top-level boxes empty, with no access out of bounds;
+    two cameras, so that a bad world's every camera is cleared."""
     from flycuda.render import TileRenderer
-    from test_render_tiles import _op_args, _prims_sim
 
     sim = _prims_sim(2)
-    tr = TileRenderer(sim, "overview", 10, 7, worlds=[1, 0], rgb=True, depth=True, seg=True)
-    case = _render_case(tr)
-    bad = torch.tensor([1, 99], dtype=torch.int32)
-    case.array("worlds", bad)
+    tr = TileRenderer(sim, _cameras(sim, "two"), 10, 7, worlds=[1, 0], rgb=True, depth=True, seg=True)
+    sp = _spec(tr, worlds=torch.tensor([1, 99], dtype=torch.int32), check=False)
+    case = _render_case(sp)
     emu.run([case], sanitizer)
-    a = _op_args(tr)
-    rgb, depth, seg = torch.zeros_like(tr.rgb), torch.zeros_like(tr.depth), torch.zeros_like(tr.seg)
-    wb = torch.zeros_like(tr.top_bounds)
-    flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"), bad,
-                         tr.scene, fovy=tr.fovy, height=7, width=10, rgb=rgb, depth=depth, seg=seg,
-                         top_bounds=wb, check=False)
-    for name, cpu in (("rgb", rgb), ("depth", depth), ("seg", seg), ("top_bounds", wb)):
-        assert torch.equal(case.out[name], cpu), name
-    assert torch.all(seg[1] == -1) and torch.all(rgb[1] == 0) and torch.all(wb[1] >= 3e38)
+    cpu = _cpu_render(sp)
+    for name in ("rgb", "depth", "seg", "top_boxes"):
+        assert torch.equal(case.out[name], cpu[name]), name
+    assert torch.all(cpu["seg"][1] == -1) and torch.all(cpu["rgb"][1] == 0) and torch.all(cpu["depth"][1] == 0)
+    assert torch.all(cpu["top_boxes"][1] >= 3e38) and (cpu["seg"][0] >= 0).any()
+    if sanitizer == "asan":
+        _assert_grid_equals_cpu(sp, cpu, "bad world")
+
+
+def _corrupt_scenes(scene):
+    """Scenes the host check refuses, for unchecked runs: (name, scene)."""
+    from dataclasses import replace
+
+    from flycuda.scene import make_leaf
+
+    top = scene.top_links.clone()
+    inner = [(j, i) for j in range(len(top)) for i in range(2) if top[j, i] >= 0]
+    leaves = [(j, i) for j in range(len(top)) for i in range(2) if top[j, i] < 0]
+    top[inner[-1]] = 999                   # a link out of the tree
+    top[inner[0]] = 0                      # a link back (to the root itself)
+    top[leaves[0]] = make_leaf(99, 1)      # a leaf of a geom that does not exist
+    top[leaves[1]] = make_leaf(int(top[leaves[1]].bitwise_not()) >> 3, 2)  # a leaf of two geoms
+    unb = torch.cat([scene.unbounded, torch.tensor([-3, 50], dtype=torch.int32)])  # out-of-range entries
+    links = scene.bvh_links.clone()
+    N, T = len(links), scene.tris.shape[0]
+    mesh_inner = [(j, i) for j in range(N) for i in range(2) if links[j, i] >= 0]
+    mesh_leaves = [(j, i) for j in range(N) for i in range(2) if links[j, i] < 0]
+    for j, i in mesh_inner[1::7]:
+        links[j, i] = j if i == 0 else N + 100  # links back (a cycle) and past the end
+    for j, i in mesh_leaves[::5]:
+        links[j, i] = make_leaf(T - 2, 7)      # triangles past the end
+    info = scene.geom_info.clone()
+    mesh = int(torch.nonzero(info[:, 0] == 7)[0, 0])
+    info[mesh, 1] = N + 3                      # a mesh whose root is past the nodes
+    return [("top", replace(scene, top_links=top, unbounded=unb)), ("mesh-links", replace(scene, bvh_links=links)),
+            ("mesh-root", replace(scene, geom_info=info)),
+            ("mesh-root-negative", replace(scene, geom_info=info.index_put((torch.tensor(mesh), torch.tensor(1)),
+                                                                           torch.tensor(-5, dtype=torch.int32))))]
 
 
 @pytest.mark.needs_warp
 @pytest.mark.parametrize("sanitizer", FLAVOURS)
-def test_render_tiles_corrupt_top_level(sanitizer):
-    """A top level the host check refuses, run unchecked (check=False): a link out of
-    the tree, a leaf of an out-of-range geom, a leaf of two geoms, an out-of-range
-    unbounded entry. The refit reads them as empty boxes, the rays skip them: no
-    access out of bounds, and the emulated kernels write what the CPU op writes."""
-    from dataclasses import replace
-
+def test_render_tiles_corrupt_bvh(sanitizer):
+    """BVHs the host check refuses, run unchecked (check=False): top-level links out of
+    the tree and back, leaves of a missing geom and of two geoms, out-of-range
+    unbounded entries; mesh links back (a cycle) and past the end, leaves of triangles
+    past the end, a mesh root past the nodes or negative. The refit reads them as
+    empty boxes, the rays skip them: no access out of bounds (ASan), no hang, and the
+    emulated kernels write what the CPU op writes (and the grid mirror too)."""
     from flycuda.render import TileRenderer
-    from test_render_tiles import _op_args, _prims_sim
 
     sim = _prims_sim(2)
-    tr = TileRenderer(sim, "overview", 10, 7, rgb=True, depth=True, seg=True)
-    top, unb = tr.scene.top_index.clone(), torch.cat([tr.scene.unbounded, torch.tensor([-3], dtype=torch.int32)])
-    inner, leaves = torch.nonzero(top[:, 1] >= 0)[:, 0], torch.nonzero(top[:, 1] < 0)[:, 0]
-    top[inner[-1], 0] = 999  # a link out of the tree
-    top[leaves[0], 0] = 99   # a leaf of a geom that does not exist
-    top[leaves[1], 1] = -2   # a leaf of two geoms
-    tr.scene = replace(tr.scene, top_index=top, unbounded=unb)
-    case = _render_case(tr)
-    emu.run([case], sanitizer)
-    a = _op_args(tr)
-    rgb, depth, seg = torch.zeros_like(tr.rgb), torch.zeros_like(tr.depth), torch.zeros_like(tr.seg)
-    tb = torch.zeros_like(tr.top_bounds)
-    flycuda.render_tiles(a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"), tr.worlds,
-                         tr.scene, fovy=tr.fovy, height=7, width=10, rgb=rgb, depth=depth, seg=seg,
-                         top_bounds=tb, check=False)
-    for name, cpu in (("rgb", rgb), ("depth", depth), ("seg", seg), ("top_bounds", tb)):
-        assert torch.equal(case.out[name], cpu), name
-    assert (seg >= 0).any()
+    tr = TileRenderer(sim, "overview", 12, 9, rgb=True, depth=True, seg=True, shadows=True)
+    specs = [(name, _spec(tr, scene=sc, check=False, cam_pos=tr.cam_pos))
+             for name, sc in _corrupt_scenes(tr.scene)]
+    cases = [_render_case(sp) for _, sp in specs]
+    emu.run(cases, sanitizer)
+    for (name, sp), case in zip(specs, cases):
+        cpu = _cpu_render(sp)
+        for key in ("rgb", "depth", "seg", "top_boxes"):
+            assert torch.equal(case.out[key], cpu[key]), f"{key}: {name}"
+        assert (cpu["seg"] >= 0).any(), name
+        if sanitizer == "asan":
+            _assert_grid_equals_cpu(sp, cpu, name)
 
 
 # Lines that no valid input reaches (kept as defensive code).
-UNREACHABLE = {("render_geoms.h", "default: return miss();")}
+UNREACHABLE = {("geoms.h", "default: return miss();")}
 
 
 def test_cases_execute_every_kernel_line():
     """Runs last: the "cov" runs above must have executed every line of csrc/kernels/*.cuh
-    (the renderer's device code included: kernels/render_tiles.h, render_geoms.h)."""
+    (the renderer's device code included: kernels/render/*.h)."""
     missed = emu.line_coverage()
     if not missed:
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record_qpos.cuh", "kernels/advance_step.cuh",
-                 "kernels/render_tiles.cuh", "kernels/render_tiles.h", "kernels/render_geoms.h"):
+                 "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
+                 "kernels/render/bvh.h", "kernels/render/pixel.h"):
         assert name in missed, f"{name} was not compiled into the emulator"
     gaps = {name: [(n, text) for n, text in lines if (os.path.basename(name), text) not in UNREACHABLE]
             for name, lines in missed.items() if not name.startswith("emu" + os.sep)}

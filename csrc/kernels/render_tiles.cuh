@@ -119,14 +119,16 @@ static __global__ void render_tiles_kernel(render::RenderArgs a, RenderPlan p) {
 static __global__ void render_tiles_timed_kernel(render::RenderArgs a,
                                                                                  RenderPlan p) {
   const int64_t start = render::now();
-  int64_t stage[2] = {0, 0};
+  int64_t stage[4] = {0, 0, 0, 0};
   run_pixel<true>(a, p, blockIdx.x, threadIdx.x, stage);
-  // Stage times summed over the block's threads; total from thread 0.
+  // Stage times and counts summed over the block's threads; total from thread 0.
   int64_t* row = a.v.timers + static_cast<int64_t>(blockIdx.x) * render::kTimers;
-  if (threadIdx.x == 0) row[0] = row[1] = 0;
+  if (threadIdx.x == 0) row[0] = row[1] = row[3] = row[4] = 0;
   __syncthreads();
   atomicAdd(reinterpret_cast<unsigned long long*>(row), static_cast<unsigned long long>(stage[0]));
   atomicAdd(reinterpret_cast<unsigned long long*>(row + 1), static_cast<unsigned long long>(stage[1]));
+  atomicAdd(reinterpret_cast<unsigned long long*>(row + 3), static_cast<unsigned long long>(stage[2]));
+  atomicAdd(reinterpret_cast<unsigned long long*>(row + 4), static_cast<unsigned long long>(stage[3]));
   __syncthreads();
   if (threadIdx.x == 0) row[2] = render::now() - start;
 }

@@ -174,8 +174,10 @@ FLYCUDA_HOST_DEVICE inline bool test_leaf(const Scene& sc, int32_t w, int32_t li
 // other children are visited nearer first, the farther one from the stack. Links
 // that break the layout (a child not after its parent, out of range) are skipped
 // and a ray stops after kMaxVisits pops, so a corrupted BVH cannot hang a kernel.
+// count (null, or 2 accumulators): nodes visited and triangles tested are added to it.
 template <bool AnyHit>
-FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* top, V3 o, V3 d, float tmax) {
+FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* top, V3 o, V3 d, float tmax,
+                                      int64_t* count = nullptr) {
   Best b;
   b.t = tmax;
   b.k = -1;
@@ -201,10 +203,13 @@ FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* t
       const int32_t n = world ? sc.ntop : sc.nnode;
       const int32_t* links = world ? sc.top_links : sc.bvh_links;
       if (node < n) {
+        if (count) count[0] += 1;
         const NodeBoxes nb = load_boxes((world ? top : sc.bvh_boxes) + static_cast<int64_t>(kBoxCols) * node);
         const int32_t la = links[2 * static_cast<int64_t>(node)], lc = links[2 * static_cast<int64_t>(node) + 1];
         float ta = (is_leaf(la) || (la > node && la < n)) ? box_entry(r, nb.alo, nb.ahi, b.t) : kInf;
         float tc = (is_leaf(lc) || (lc > node && lc < n)) ? box_entry(r, nb.clo, nb.chi, b.t) : kInf;
+        if (count && !world) count[1] += (ta < kInf && is_leaf(la) ? leaf_count(la) : 0) +
+                                                 (tc < kInf && is_leaf(lc) ? leaf_count(lc) : 0);
         if (ta < kInf && test_now(sc, la, mesh)) {
           if (test_leaf<AnyHit>(sc, w, la, mesh, r, b) && AnyHit) return b;
           ta = kInf;

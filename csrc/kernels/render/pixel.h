@@ -133,8 +133,9 @@ FLYCUDA_HOST_DEVICE inline void clear_pixel(const View& v, int32_t t, int32_t q,
   }
 }
 
-// Stage timer columns: trace (primary rays), shade (lighting, shadow rays), total (block).
-constexpr int kTimers = 3;
+// Stage timer columns: trace (primary rays), shade (lighting, shadow rays), total (the
+// block), and the primary rays' work: BVH nodes visited, triangles tested.
+constexpr int kTimers = 5;
 
 // A timestamp: clock64() cycles on the GPU, steady-clock nanoseconds on the CPU.
 FLYCUDA_HOST_DEVICE inline int64_t now() {
@@ -151,8 +152,8 @@ FLYCUDA_HOST_DEVICE inline int64_t now() {
 // the colour so far) waits in local memory while a ray is traced, so that only the
 // sample counters stay in registers around the traversal (the register budget:
 // tests/test_ptxas.py). Timed: the time spent tracing and shading is added to
-// stage[0] and stage[1] (a separate instantiation: the untimed kernel carries no
-// timer state).
+// stage[0] and stage[1], the nodes and triangles of the primary rays to stage[2] and
+// stage[3] (a separate instantiation: the untimed kernel carries no timer state).
 template <bool Timed>
 FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int32_t t, int32_t w, int32_t q,
                                              int32_t py, int32_t px, int64_t* stage) {
@@ -169,7 +170,7 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
       ray[0] = cp[0]; ray[1] = cp[1]; ray[2] = cp[2]; ray[3] = d.x; ray[4] = d.y; ray[5] = d.z; ray[6] = -dc.z;
       const float* top = v.top_boxes + static_cast<int64_t>(kBoxCols) * sc.ntop * (at[0] / v.ncam);
       const int64_t t0 = Timed ? now() : 0;
-      Best b = trace<false>(sc, wc, top, v3(ray[0], ray[1], ray[2]), d, kInf);
+      Best b = trace<false>(sc, wc, top, v3(ray[0], ray[1], ray[2]), d, kInf, Timed ? stage + 2 : nullptr);
       const int64_t t1 = Timed ? now() : 0;
       if (b.k >= 0 && v.zfar > 0.f && b.t * ray[6] > v.zfar) b.k = -1;  // beyond the far plane
       if (sx == 0 && sy == 0) {  // depth and seg from the first sub-sample (as MuJoCo Warp)
