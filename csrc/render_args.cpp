@@ -43,7 +43,7 @@ void check_field(const at::Tensor& t, const char* name, const FieldSpec& f, int6
                   (rows < 0 || t.size(0) == rows);
   FLYCUDA_CHECK(ok, "scene field '", name, "' must have shape ", shape_str(rows, f.cols), ", got ", t.sizes());
   FLYCUDA_CHECK(t.is_contiguous(), "scene field '", name, "' must be contiguous");
-  FLYCUDA_CHECK(t.size(0) < (int64_t{1} << 28), "scene field '", name, "' must have fewer than 2^28 rows, got ",
+  FLYCUDA_CHECK(t.size(0) < (int64_t{1} << 28) - 1, "scene field '", name, "' must have fewer than 2^28 - 1 rows, got ",
                 t.size(0));
 }
 

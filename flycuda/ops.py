@@ -243,6 +243,18 @@ def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torc
     Outputs left as None are not computed. With top_boxes given nothing is
     allocated: the call can be captured in a CUDA graph.
     """
+    torch.ops.flycuda.render_tiles.default(*render_tiles_args(
+        geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, fovy=fovy, height=height, width=width, rgb=rgb,
+        depth=depth, seg=seg, mosaic_cols=mosaic_cols, samples=samples, shadows=shadows, zfar=zfar, pixels=pixels,
+        top_boxes=top_boxes, timers=timers, check=check))
+
+
+def render_tiles_args(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fovy, height, width, rgb=None,
+                      depth=None, seg=None, mosaic_cols=0, samples=1, shadows=False, zfar=None, pixels=None,
+                      top_boxes=None, timers=None, check=True) -> tuple:
+    """The op's argument tuple for :func:`render_tiles`' arguments (one camera's [W, 3],
+    [S, H, Wd(, 3)] forms given their camera dim, absent outputs as empty tensors).
+    TileRenderer builds it once and calls the op with it on every render."""
     dev = geom_xpos.device
     cam_pos = cam_pos.unsqueeze(1) if cam_pos.dim() == 2 else cam_pos  # [W, 3]: one camera
     cam_mat = _flat9("cam_mat", cam_mat, cam_mat.dim() - 2)
@@ -260,13 +272,12 @@ def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torc
     empty_u8 = torch.empty(0, dtype=torch.uint8, device=dev)
     empty_f = torch.empty(0, dtype=torch.float32, device=dev)
     empty_i = torch.empty(0, dtype=torch.int32, device=dev)
-    torch.ops.flycuda.render_tiles.default(
-        geom_xpos, _flat9("geom_xmat", geom_xmat, 2), cam_pos, cam_mat, worlds, scene.tensors(), fov,
-        float(scene.zfar if zfar is None else zfar), int(samples), bool(shadows), int(height), int(width),
-        int(mosaic_cols), empty_i if pixels is None else pixels, bool(check),
-        empty_u8 if rgb is None else rgb, empty_f if depth is None else depth,
-        empty_i if seg is None else seg, top_boxes,
-        torch.empty(0, dtype=torch.int64, device=dev) if timers is None else timers)
+    return (geom_xpos, _flat9("geom_xmat", geom_xmat, 2), cam_pos, cam_mat, worlds, scene.tensors(), fov,
+            float(scene.zfar if zfar is None else zfar), int(samples), bool(shadows), int(height), int(width),
+            int(mosaic_cols), empty_i if pixels is None else pixels, bool(check),
+            empty_u8 if rgb is None else rgb, empty_f if depth is None else depth,
+            empty_i if seg is None else seg, top_boxes,
+            torch.empty(0, dtype=torch.int64, device=dev) if timers is None else timers)
 
 
 def _flat9(name: str, t: torch.Tensor, n: int) -> torch.Tensor:

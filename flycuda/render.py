@@ -84,22 +84,37 @@ class TileRenderer:
         blocks = launch_plan.render_blocks(images, height, width)  # one timer row per CUDA block
         self.timers = torch.zeros(blocks, 5, dtype=torch.int64, device=dev) if timers else None
         self._validated = False  # the static scene's indices are checked on the first render
+        self._args: dict = {}
 
     def render(self) -> torch.Tensor | None:
         """Renders the selected worlds into the preallocated outputs; returns ``self.rgb``."""
-        from .ops import render_tiles
-
         if self._gather is not None:  # cameras whose ids are not evenly spaced: gathered each render
             self._gather()
-        render_tiles(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
-                     fovy=self.fovy, height=self.height, width=self.width, rgb=self.rgb, depth=self.depth,
-                     seg=self.seg, mosaic_cols=self.cols, samples=self.samples, shadows=self.shadows,
-                     top_boxes=self.top_boxes, timers=self.timers, check=not self._validated)
+        checked = not self._validated
+        torch.ops.flycuda.render_tiles.default(*self._op_args(checked))
         # During capture the op skips its index check (no host copies), so a first
         # render captured into a graph has validated nothing yet.
-        if not streams.capturing(self.geom_xpos.device):
+        if checked and not streams.capturing(self.geom_xpos.device):
             self._validated = True
         return self.rgb
+
+    def _op_args(self, check: bool) -> tuple:
+        """The op's arguments (built once per check flag and kept: a render allocates
+        nothing and creates no Python objects, so no garbage collection runs in a loop
+        of renders). Rebuilt when an attribute it holds was replaced."""
+        from .ops import render_tiles_args
+
+        key = (check, self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
+               self.rgb, self.depth, self.seg, self.top_boxes, self.timers)
+        cached = self._args.get(check)
+        if cached is None or any(a is not b for a, b in zip(cached[0], key)):
+            args = render_tiles_args(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds,
+                                     self.scene, fovy=self.fovy, height=self.height, width=self.width,
+                                     rgb=self.rgb, depth=self.depth, seg=self.seg, mosaic_cols=self.cols,
+                                     samples=self.samples, shadows=self.shadows, top_boxes=self.top_boxes,
+                                     timers=self.timers, check=check)
+            cached = self._args[check] = (key, args)
+        return cached[1]
 
     def stage_times(self) -> dict:
         """The last render's in-kernel stage timers summed over all blocks: ``trace`` and

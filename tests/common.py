@@ -143,3 +143,21 @@ def make_m2c_case(W, M, T, D, nu, offsets_kind, device, act_dtype=torch.int64):
     else:
         raise ValueError(offsets_kind)
     return motion, act_ids, offsets
+
+
+# mujoco_warp/test_data/hfield/hfield.xml (its active hfield, plane and sphere)
+MJW_HFIELD_XML = """
+<mujoco>
+  <asset>
+    <hfield name="terrain" nrow="3" ncol="3" size="1 1 0.1 0.3" elevation="0 0 0  0 1 0  0 0 0"/>
+  </asset>
+  <worldbody>
+    <geom type="plane" size="2 2 0.1" pos="0 0 -0.3" rgba="0.8 0.8 0.8 1"/>
+    <geom type="hfield" hfield="terrain" pos="0 0 0" rgba="0.4 0.6 0.4 1"/>
+    <body pos="0 0.1 0.3">
+      <freejoint/>
+      <geom type="sphere" size="0.1 0.1 0.1" rgba="0.8 0.2 0.2 1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""

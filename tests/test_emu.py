@@ -709,7 +709,14 @@ def _corrupt_scenes(scene):
     info = scene.geom_info.clone()
     mesh = int(torch.nonzero(info[:, 0] == 7)[0, 0])
     info[mesh, 1] = N + 3                      # a mesh whose root is past the nodes
+    # A top level deeper than the stack: a chain of 45 nodes, each with the next node and a
+    # leaf of the mesh (both boxes alike: the leaf is pushed), the last with two mesh
+    # leaves. The pushes past kStack are dropped, and so is a mesh entry when the marker
+    # would not fit; the rays stay in bounds.
+    chain = [[j + 1, make_leaf(mesh, 1)] for j in range(44)] + [[make_leaf(mesh, 1)] * 2]
+    deep = torch.tensor(chain, dtype=torch.int32)
     return [("top", replace(scene, top_links=top, unbounded=unb)), ("mesh-links", replace(scene, bvh_links=links)),
+            ("top-deeper-than-the-stack", replace(scene, top_links=deep)),
             ("mesh-root", replace(scene, geom_info=info)),
             ("mesh-root-negative", replace(scene, geom_info=info.index_put((torch.tensor(mesh), torch.tensor(1)),
                                                                            torch.tensor(-5, dtype=torch.int32))))]
@@ -720,8 +727,9 @@ def _corrupt_scenes(scene):
 def test_render_tiles_corrupt_bvh(sanitizer):
     """BVHs the host check refuses, run unchecked (check=False): top-level links out of
     the tree and back, leaves of a missing geom and of two geoms, out-of-range
-    unbounded entries; mesh links back (a cycle) and past the end, leaves of triangles
-    past the end, a mesh root past the nodes or negative. The refit reads them as
+    unbounded entries; a top level deeper than the stack (pushes dropped at kStack);
+    mesh links back (a cycle) and past the end, leaves of triangles past the end, a
+    mesh root past the nodes or negative. The refit reads them as
     empty boxes, the rays skip them: no access out of bounds (ASan), no hang, and the
     emulated kernels write what the CPU op writes (and the grid mirror too)."""
     from flycuda.render import TileRenderer

@@ -8,22 +8,7 @@ import pytest
 
 from flycuda.hfield import HFIELD, hfield_triangles, undrawn_geoms, warn_undrawn
 
-# mujoco_warp/test_data/hfield/hfield.xml (its active hfield, plane and sphere)
-MJW_HFIELD_XML = """
-<mujoco>
-  <asset>
-    <hfield name="terrain" nrow="3" ncol="3" size="1 1 0.1 0.3" elevation="0 0 0  0 1 0  0 0 0"/>
-  </asset>
-  <worldbody>
-    <geom type="plane" size="2 2 0.1" pos="0 0 -0.3" rgba="0.8 0.8 0.8 1"/>
-    <geom type="hfield" hfield="terrain" pos="0 0 0" rgba="0.4 0.6 0.4 1"/>
-    <body pos="0 0.1 0.3">
-      <freejoint/>
-      <geom type="sphere" size="0.1 0.1 0.1" rgba="0.8 0.2 0.2 1"/>
-    </body>
-  </worldbody>
-</mujoco>
-"""
+from common import MJW_HFIELD_XML
 
 # every type but hfield and sdf, as the renderer draws today
 SUPPORTED = {int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_SPHERE), int(mujoco.mjtGeom.mjGEOM_CAPSULE),

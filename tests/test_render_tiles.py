@@ -8,46 +8,23 @@ float32; at most 1% of pixels. Depth: 1e-4 relative where the labels agree. RGB:
 2 levels of 255 where the labels agree and the pixel is not on an edge.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
-
-from dataclasses import replace
 
 import flycuda
 from flycuda import launch_plan
 from flycuda.reference.grid_render import render_tiles as grid_render
 from flycuda.reference.render import render_tiles as ref_render
 
-from common import cpu_and_cuda
+from common import _fly_sim, _op_args, _prims_sim, _render, assert_images_close, cpu_and_cuda
 
 pytestmark = pytest.mark.needs_warp
 
 
-def _prims_sim(worlds=2):
-    from flycuda.bridge import Sim
-    from flycuda.model import primitives_xml
-
-    sim = Sim.build(primitives_xml(), worlds, device="cpu")
-    q = sim.view("qpos")
-    g = torch.Generator().manual_seed(3)
-    for w in range(1, worlds):  # every world but 0 gets its own orientations
-        for b in range(6):
-            quat = torch.randn(4, generator=g)
-            q[w, 7 * b + 3:7 * b + 7] = quat / quat.norm()
-    sim.forward()
-    return sim
 
 
-def _fly_sim(worlds=3, steps=30, model=None):
-    """The built-in hexapod (or ``model``) after ``steps`` steps under spread controls."""
-    from flycuda.bridge import Sim
-
-    sim = Sim.build(model, worlds, device="cpu")
-    ctrl = sim.view("ctrl")
-    ctrl.copy_(torch.linspace(-0.3, 0.3, ctrl.numel()).view_as(ctrl))
-    for _ in range(steps):
-        sim.step()
-    return sim
 
 
 @pytest.fixture(scope="module")
@@ -79,42 +56,10 @@ def fly_mesh_heavy():
     return _fly_mesh_sim(around=40), "track"
 
 
-def _edges(seg):
-    e = torch.zeros_like(seg, dtype=torch.bool)
-    e[:, 1:] |= seg[:, 1:] != seg[:, :-1]
-    e[:, :-1] |= seg[:, :-1] != seg[:, 1:]
-    e[:, :, 1:] |= seg[:, :, 1:] != seg[:, :, :-1]
-    e[:, :, :-1] |= seg[:, :, :-1] != seg[:, :, 1:]
-    return e
 
 
-def assert_images_close(rgb, depth, seg, ref_rgb, ref_depth, ref_seg):
-    edges = _edges(ref_seg)
-    bad = seg.cpu() != ref_seg
-    assert not (bad & ~edges).any(), "segmentation differs away from silhouette edges"
-    assert bad.float().mean() <= 0.01
-    same = ~bad
-    rel = (depth.cpu() - ref_depth).abs() / ref_depth.abs().clamp(min=1e-12)
-    assert rel[same & (ref_seg >= 0)].max() <= 1e-4
-    assert torch.equal(depth.cpu()[same & (ref_seg < 0)], torch.zeros_like(ref_depth[same & (ref_seg < 0)]))
-    diff = (rgb.cpu().int() - ref_rgb.int()).abs().amax(-1)
-    assert diff[same & ~edges].max() <= 2
 
 
-def _render(sim, cam, W, H, device="cpu", **kw):
-    from flycuda.render import TileRenderer
-
-    tr = TileRenderer(sim, cam, W, H, rgb=True, depth=True, seg=True, **kw)
-    if device != "cpu":  # same poses, moved to the GPU
-        for name in ("geom_xpos", "geom_xmat", "cam_pos", "cam_mat", "worlds"):
-            setattr(tr, name, getattr(tr, name).to(device))
-        tr.scene = tr.scene.to(device)
-        tr.rgb, tr.depth, tr.seg = (t.to(device) if t is not None else None for t in (tr.rgb, tr.depth, tr.seg))
-        tr.top_boxes = tr.top_boxes.to(device)
-        tr.timers = tr.timers.to(device) if tr.timers is not None else None
-    tr.rgb.fill_(123), tr.depth.fill_(-7.0), tr.seg.fill_(-99)  # poison
-    tr.render()
-    return tr
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())
@@ -137,18 +82,20 @@ def test_op_matches_reference(request, device, scene, samples, shadows):
 
 @pytest.mark.parametrize("scene", ["prims", "fly"])
 def test_grid_emulator_matches_cpu_op(request, scene):
+    """The grid emulator (the kernels line by line, float32) equals the CPU op bit for bit."""
     sim, cam = request.getfixturevalue(scene)
     tr = _render(sim, cam, 12, 9, mosaic=True)
     from flycuda.render import TileRenderer
 
     tiles = TileRenderer(sim, cam, 12, 9, rgb=True, depth=True, seg=True)
     tiles.render()
-    rgb, depth, seg = grid_render(sim.view("geom_xpos"), sim.view("geom_xmat"), tr.cam_pos, tr.cam_mat,
-                                  list(range(sim.nworld)), tr.scene, fovy=tr.fovy, height=9, width=12,
-                                  mosaic_cols=tr.cols, threads=16)
-    assert torch.equal(seg, tiles.seg)
-    torch.testing.assert_close(depth, tiles.depth, rtol=1e-4, atol=0)  # float64 vs float32
-    assert (rgb.int() - tr.rgb.int()).abs().max() <= 1
+    rgb, _, _ = grid_render(sim.view("geom_xpos"), sim.view("geom_xmat"), tr.cam_pos, tr.cam_mat,
+                            list(range(sim.nworld)), tr.scene, fovy=tr.fovy, height=9, width=12,
+                            mosaic_cols=tr.cols, depth=False, seg=False)
+    _, depth, seg = grid_render(sim.view("geom_xpos"), sim.view("geom_xmat"), tr.cam_pos, tr.cam_mat,
+                                list(range(sim.nworld)), tr.scene, fovy=tr.fovy, height=9, width=12, rgb=False)
+    assert torch.equal(seg[:, 0], tiles.seg) and torch.equal(depth[:, 0], tiles.depth)
+    assert torch.equal(rgb, tr.rgb)
 
 
 def test_mosaic_world_selection_and_fixed_camera(prims):
@@ -212,11 +159,6 @@ def test_matches_mujoco_warp_renderer(request, scene):
         assert rel <= 0.01, (w, float(rel))
 
 
-def _op_args(tr, **over):
-    a = dict(geom_xpos=tr.geom_xpos, geom_xmat=tr.geom_xmat, cam_pos=tr.cam_pos, cam_mat=tr.cam_mat,
-             worlds=tr.worlds)
-    a.update(over)
-    return a
 
 
 class _Short:
@@ -325,7 +267,7 @@ def test_opcheck(prims):
     args = (tr.geom_xpos.contiguous(), tr.geom_xmat.contiguous(), tr.cam_pos.contiguous(), tr.cam_mat.contiguous(),
             tr.worlds, s.tensors(), tr.fovy, s.zfar, 1, False, 6, 8, 0, torch.empty(0, dtype=torch.int32), True,
             tr.rgb.unsqueeze(1), tr.depth.unsqueeze(1), tr.seg.unsqueeze(1), tr.top_boxes,
-            torch.zeros(2, 3, dtype=torch.int64))
+            torch.zeros(2, 5, dtype=torch.int64))
     torch.library.opcheck(torch.ops.flycuda.render_tiles.default, args)
 
 
@@ -530,7 +472,7 @@ def test_heightfield_renders_as_mujoco_warp_draws_it():
 
     from flycuda.bridge import Sim
     from flycuda.render import TileRenderer
-    from test_hfield import MJW_HFIELD_XML  # noqa: the shared model text
+    from common import MJW_HFIELD_XML
 
     xml = MJW_HFIELD_XML.replace("<worldbody>", '<worldbody><camera name="c" pos="0 -3 2.5" xyaxes="1 0 0 0 0.6 0.8"/>', 1)
     sim = Sim.build(xml, 1, device="cpu")

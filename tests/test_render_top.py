@@ -15,8 +15,7 @@ import flycuda
 from flycuda import scene as scene_mod
 from flycuda.reference import grid_render
 
-from common import cpu_and_cuda
-from test_render_tiles import _fly_sim, _op_args, _prims_sim, _render
+from common import _fly_sim, _op_args, _prims_sim, _render, assert_images_close, cpu_and_cuda
 
 pytestmark = pytest.mark.needs_warp
 
@@ -106,7 +105,7 @@ def _local_points(sc, mjm, k):
 def test_refit_boxes_hold_the_posed_geoms(scenes, scene):
     """Each leaf child's box holds its geom as posed in that world; each internal
     child's box holds that child's two boxes; the CPU twin equals the grid emulator's
-    float64 mirror to rounding."""
+    float32 mirror bit for bit."""
     sim, cam = scenes[scene]
     tr = _render(sim, cam, 8, 6, worlds=list(range(sim.nworld))[::-1])  # tile s shows world W-1-s
     sc, top = tr.scene, tr.scene.top_links.tolist()
@@ -124,7 +123,7 @@ def test_refit_boxes_hold_the_posed_geoms(scenes, scene):
                 else:
                     assert (box[link, :, :3] >= lo).all() and (box[link, :, 3:] <= hi).all(), (s, j)
     grid = grid_render.refit_top(tr.geom_xpos, tr.geom_xmat, tr.worlds, sc)
-    torch.testing.assert_close(tr.top_boxes.double(), grid, rtol=1e-5, atol=1e-6)
+    assert torch.equal(tr.top_boxes, grid)
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())
@@ -142,7 +141,6 @@ def test_refit_follows_poses_far_from_the_rest_pose():
     far apart (and the whole scene far from the origin) render as under any topology,
     and as the float64 reference."""
     from flycuda.reference.render import render_tiles as ref_render
-    from test_render_tiles import assert_images_close
 
     sim = _prims_sim(2)
     q = sim.view("qpos")

@@ -199,16 +199,16 @@ FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* t
       mesh = -1;
       r = make_ray(v3(world[0], world[1], world[2]), v3(world[3], world[4], world[5]));
     } else if (!is_leaf(node)) {  // an internal node of the current level
-      const bool world = mesh < 0;
-      const int32_t n = world ? sc.ntop : sc.nnode;
-      const int32_t* links = world ? sc.top_links : sc.bvh_links;
+      const bool in_world = mesh < 0;
+      const int32_t n = in_world ? sc.ntop : sc.nnode;
+      const int32_t* links = in_world ? sc.top_links : sc.bvh_links;
       if (node < n) {
         if (count) count[0] += 1;
-        const NodeBoxes nb = load_boxes((world ? top : sc.bvh_boxes) + static_cast<int64_t>(kBoxCols) * node);
+        const NodeBoxes nb = load_boxes((in_world ? top : sc.bvh_boxes) + static_cast<int64_t>(kBoxCols) * node);
         const int32_t la = links[2 * static_cast<int64_t>(node)], lc = links[2 * static_cast<int64_t>(node) + 1];
         float ta = (is_leaf(la) || (la > node && la < n)) ? box_entry(r, nb.alo, nb.ahi, b.t) : kInf;
         float tc = (is_leaf(lc) || (lc > node && lc < n)) ? box_entry(r, nb.clo, nb.chi, b.t) : kInf;
-        if (count && !world) count[1] += (ta < kInf && is_leaf(la) ? leaf_count(la) : 0) +
+        if (count && !in_world) count[1] += (ta < kInf && is_leaf(la) ? leaf_count(la) : 0) +
                                                  (tc < kInf && is_leaf(lc) ? leaf_count(lc) : 0);
         if (ta < kInf && test_now(sc, la, mesh)) {
           if (test_leaf<AnyHit>(sc, w, la, mesh, r, b) && AnyHit) return b;

@@ -5,6 +5,7 @@
 
 #include "kernels/platform.h"
 
+#include <climits>
 #include <cstdint>
 
 namespace flycuda {
@@ -42,7 +43,9 @@ constexpr int kTriCols = 12;
 // the host: depth(top level) + 1 + depth(any mesh) <= kStack, where depth counts the
 // internal nodes on a root-to-leaf path (each pushes at most one entry).
 constexpr int kStack = 40;
-constexpr int32_t kMarker = -1;          // the stack entry "back to the world frame"
+// The stack entry "back to the world frame": INT32_MIN, which no leaf link takes (items
+// and nodes are fewer than 2^28 - 1, checked on the host), unlike an empty child ~0 = -1.
+constexpr int32_t kMarker = INT32_MIN;
 constexpr int32_t kMaxVisits = 1 << 22;  // stack pops one ray may make: bounds a walk of a bad BVH
 constexpr int kMaxCams = 8;              // cameras per world in one launch
 constexpr int kMaxLights = 32;           // lights (the shadow mask's bits)

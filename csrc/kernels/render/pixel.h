@@ -179,8 +179,7 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
         if (v.seg) v.seg[i] = b.k >= 0 ? sc.geom_ids[b.k] : -1;
       }
       if (v.rgb && b.k >= 0) {
-        const float* top2 = v.top_boxes + static_cast<int64_t>(kBoxCols) * sc.ntop * (at[0] / v.ncam);
-        const V3 col = shade(sc, at[1], top2, v3(ray[0], ray[1], ray[2]), v3(ray[3], ray[4], ray[5]), b, v.shadows);
+        const V3 col = shade(sc, at[1], top, v3(ray[0], ray[1], ray[2]), v3(ray[3], ray[4], ray[5]), b, v.shadows);
         acc[0] = acc[0] + col.x;  // statements, not a comma list: C++20 deprecates using a volatile
         acc[1] = acc[1] + col.y;  // assignment's value (-Werror=volatile in the emulator's build)
         acc[2] = acc[2] + col.z;
