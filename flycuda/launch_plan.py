@@ -18,6 +18,8 @@ COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (st
 TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
 # csrc/kernels/record_qpos.cuh
 RECORD_THREADS = 256           # kRecordThreads (record_qpos, record_chunk)
+# csrc/kernels/pool_ommatidia.cuh
+POOL_THREADS = 128             # kPoolThreads: (image, ommatidium) pairs per block
 # csrc/kernels/render_tiles.h / render_tiles.cuh
 RENDER_CHUNK = 128             # render::kChunk: pixels per timer chunk = per CUDA block
 RENDER_THREADS = RENDER_CHUNK  # kRenderThreads
@@ -79,3 +81,9 @@ def plan_motion_to_ctrl(W: int, D: int, advance: int, has_ticket: bool,
 def render_blocks(pixels: int) -> int:
     """Blocks (= timer chunks) of a render_tiles launch over ``pixels`` pixels."""
     return cdiv(pixels, RENDER_CHUNK)
+
+
+def pool_blocks(S: int, E: int, O: int) -> int:
+    """``kernels::PoolPlan::blocks``: blocks of a pool_ommatidia launch (one thread per
+    (image, ommatidium), ``POOL_THREADS`` per block)."""
+    return cdiv(S * E * O, POOL_THREADS)
