@@ -20,9 +20,9 @@ from ._ext import build_info, cuda_ready, has_cuda_ops
 from .ops import (advance_step, motion_to_ctrl, new_step_counter, pool_ommatidia, record_chunk, record_qpos,
                   render_tiles, spline_to_ctrl)
 from .spline import spline_coeffs
-from . import reference
+from . import reference, retina
 
 __version__ = "0.1.0"
 
 __all__ = ["motion_to_ctrl", "spline_to_ctrl", "spline_coeffs", "advance_step", "record_qpos", "record_chunk", "new_step_counter", "render_tiles", "pool_ommatidia",
-           "has_cuda_ops", "cuda_ready", "build_info", "reference", "__version__"]
+           "has_cuda_ops", "cuda_ready", "build_info", "reference", "retina", "__version__"]
