@@ -79,7 +79,9 @@ kernels::PoolPlan check_pool_ommatidia(const at::Tensor& pixels, const at::Tenso
   p.O = O;
   p.P = pixels.size(2);
   p.nnz = omm_pixels.size(0);
-  FLYCUDA_CHECK(p.threads() <= INT32_MAX, "S * E * O = ", p.threads(), " must be < 2^31 (32-bit thread indices)");
+  FLYCUDA_CHECK(p.threads() <= INT32_MAX && O < INT32_MAX, "S * E * O = ", p.threads(), " and O = ", O,
+                " must be < 2^31 (32-bit thread indices)");
+  FLYCUDA_CHECK(p.nnz <= INT32_MAX, "argument 'omm_pixels' must have < 2^31 entries (int32 offsets), got ", p.nnz);
   p.out_s0 = readouts.stride(0);
   p.out_s1 = readouts.stride(1);
   p.out_s2 = readouts.stride(2);
