@@ -16,10 +16,11 @@ from dataclasses import dataclass
 MOTION_TO_CTRL_THREADS = 256   # kMotionToCtrlThreads
 COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (step, reserved, uint32 ticket)
 TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
-# csrc/kernels/record_qpos.cuh
-RECORD_THREADS = 256           # kRecordThreads (record_qpos, record_chunk)
 # csrc/kernels/pool_ommatidia.cuh
 POOL_THREADS = 128             # kPoolThreads: (image, ommatidium) pairs per block
+
+# csrc/kernels/record_qpos.cuh
+RECORD_THREADS = 256           # kRecordThreads (record_qpos, record_chunk)
 # csrc/kernels/render_tiles.h / render_tiles.cuh
 RENDER_CHUNK = 128             # render::kChunk: pixels per timer chunk = per CUDA block
 RENDER_THREADS = RENDER_CHUNK  # kRenderThreads
@@ -53,6 +54,12 @@ def ticket_of(step):
                                                                       (1,), (1,))
 
 
+def pool_blocks(S: int, E: int, O: int) -> int:
+    """``kernels::PoolPlan::blocks``: blocks of a pool_ommatidia launch (one thread per
+    (image, ommatidium), ``POOL_THREADS`` per block)."""
+    return cdiv(S * E * O, POOL_THREADS)
+
+
 @dataclass(frozen=True)
 class MotionToCtrlPlan:
     """``kernels::MotionToCtrlPlan``."""
@@ -81,9 +88,3 @@ def plan_motion_to_ctrl(W: int, D: int, advance: int, has_ticket: bool,
 def render_blocks(pixels: int) -> int:
     """Blocks (= timer chunks) of a render_tiles launch over ``pixels`` pixels."""
     return cdiv(pixels, RENDER_CHUNK)
-
-
-def pool_blocks(S: int, E: int, O: int) -> int:
-    """``kernels::PoolPlan::blocks``: blocks of a pool_ommatidia launch (one thread per
-    (image, ommatidium), ``POOL_THREADS`` per block)."""
-    return cdiv(S * E * O, POOL_THREADS)

@@ -14,24 +14,6 @@ def poison_like(t: torch.Tensor) -> torch.Tensor:
     return torch.randn(t.shape, dtype=t.dtype) * 100.0 + 7777.0
 
 
-def strided_view(rows: int, cols: int, kind: str, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """A [rows, cols] float32 view of a poisoned parent buffer, and that parent.
-
-    kind: "contiguous", "row_stride" (a column slice of a wider buffer, as a
-    view of MuJoCo Warp's ctrl with extra actuators) or "transposed".
-    """
-    if kind == "contiguous":
-        parent = poison_like(torch.empty(rows, cols)).to(device)
-        return parent, parent
-    if kind == "row_stride":
-        parent = poison_like(torch.empty(rows, cols + 5)).to(device)
-        return parent[:, 2:2 + cols], parent
-    if kind == "transposed":
-        parent = poison_like(torch.empty(cols, rows)).to(device)
-        return parent.t(), parent
-    raise ValueError(kind)
-
-
 def synthetic_retina(height: int, width: int, n_omm: int, seed: int = 0):
     """A small retina without FlyGym: (id_map int16 [H, W], pale int8 [O]) with the
     ommatidia as the Voronoi cells of jittered points inside an ellipse (0 outside
@@ -81,3 +63,21 @@ def flygym_pool(image, id_map, pale, lookup):
             ch = int(pale[o])
             vals[o, ch] += float(flat[src, ch + 1]) / float(sizes[o])
     return vals / 255
+
+def strided_view(rows: int, cols: int, kind: str, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A [rows, cols] float32 view of a poisoned parent buffer, and that parent.
+
+    kind: "contiguous", "row_stride" (a column slice of a wider buffer, as a
+    view of MuJoCo Warp's ctrl with extra actuators) or "transposed".
+    """
+    if kind == "contiguous":
+        parent = poison_like(torch.empty(rows, cols)).to(device)
+        return parent, parent
+    if kind == "row_stride":
+        parent = poison_like(torch.empty(rows, cols + 5)).to(device)
+        return parent[:, 2:2 + cols], parent
+    if kind == "transposed":
+        parent = poison_like(torch.empty(cols, rows)).to(device)
+        return parent.t(), parent
+    raise ValueError(kind)
+

@@ -20,10 +20,6 @@ Branches reached (csrc/kernels/):
   motion_to_ctrl_kernel<SplineFrames> (spline_to_ctrl): the same cases with cubic
     pieces (cubic: a == 0 exact copy and a != 0; the loop's wrap piece).
   advance_step_kernel: counters [1] and [2], negative and huge n.
-  record_kernel (record_qpos and record_chunk): s < 0, s % every != 0, k >= limit
-    (early returns), idx >= W*D (partial block), recorded steps; strided sources
-    and outputs; int32/int64 columns with repeats; the ring's slot and row for
-    k past B*C (record_chunk wraps), one-row chunks.
   pool_ommatidia_kernel: idx >= S*E*O (partial last block), exact maps over a P-list
     and over whole images (duplicate reads), fast maps (ommatidia with no reads),
     yellow and pale (columns 0 and 1, channels 1 and 2), strided readouts; a corrupt
@@ -31,6 +27,10 @@ Branches reached (csrc/kernels/):
     decreasing, pixel ids below 0 and past P, channel and column out of range) against
     the grid reference; exact_quotient's device path against division for every x
     and n in 1..65536 and a sweep up to 2^31 - 1.
+  record_kernel (record_qpos and record_chunk): s < 0, s % every != 0, k >= limit
+    (early returns), idx >= W*D (partial block), recorded steps; strided sources
+    and outputs; int32/int64 columns with repeats; the ring's slot and row for
+    k past B*C (record_chunk wraps), one-row chunks.
   refit_top_kernel: s >= S (idle threads), every selected world and a bad world id
     (all boxes empty); leaves of every bounded geom type (mesh: its BVH root's box),
     parents as unions; a corrupted top level (back links, out-of-range leaves).
@@ -54,7 +54,7 @@ import flycuda
 from flycuda import launch_plan, reference
 
 import emu_harness as emu
-from common import poison_like, strided_view, synthetic_retina
+from common import poison_like, strided_view
 from test_motion_to_ctrl import SHAPES as M2C_SHAPES, make_case
 
 pytestmark = pytest.mark.emu
@@ -253,66 +253,6 @@ def test_advance_step(sanitizer):
         assert case.out["counter"].tolist() == ([start + n, 0] if size == 2 else [start + n])
 
 
-# --- record_qpos -------------------------------------------------------------------
-
-def _rq_cases():
-    shapes = [(1, 1, 1, 1), (3, 8, 7, 5), (33, 49, 42, 10), (257, 69, 42, 3)]  # (W, nq, D, R)
-    for (W, nq, D, R), every, step, kind, adt in zip(
-            itertools.cycle(shapes), [1, 3] * 8, [-1, 0, 1, 3, 6, 8, 9, 10 ** 9] * 2,
-            itertools.cycle(["contiguous", "row_stride", "transposed"]), itertools.cycle([torch.int32, torch.int64])):
-        yield (W, nq, D, R, every, step, kind, adt)
-
-
-def _record_case(src: torch.Tensor, cols: torch.Tensor, out4: torch.Tensor, step: int, every: int, limit: int,
-                 csize: int) -> emu.Case:
-    """The plan check_record_qpos / check_record_chunk build, for out4 [B, W, C, D]."""
-    B, W, C, D = out4.shape
-    case = emu.Case("record", W=W, D=D, N=src.shape[1], every=every, limit=limit, B=B, C=C)
-    case.strided("src", src, "src").strided("out", out4, "out")
-    for i, name in enumerate(("out_sb", "out_sw", "out_sr", "out_sd")):  # strides named as the plan's
-        case.scalars[name] = case.scalars.pop(f"out_s{i}")
-    return case.array("cols", cols).array("step", _counter(csize, step))
-
-
-@pytest.mark.parametrize("sanitizer", FLAVOURS)
-def test_record_qpos(sanitizer):
-    params, cases, expected = list(_rq_cases()), [], []
-    for W, nq, D, R, every, step, kind, adt in params:
-        qpos, _ = strided_view(W, nq, kind, "cpu")
-        qpos.copy_(torch.randn(W, nq))
-        adrs = torch.randint(0, nq, (D,), dtype=adt)  # repeats allowed
-        hist_parent = poison_like(torch.empty(R, D, W))
-        history = hist_parent.permute(2, 0, 1)  # strided [W, R, D]
-        cases.append(_record_case(qpos, adrs, history.unsqueeze(0), step, every, R, 1 + (step % 2 == 0)))
-        flycuda.record_qpos(qpos, adrs, history, flycuda.new_step_counter("cpu", step), every=every)
-        expected.append(hist_parent.clone())  # the CPU op's result (checked against the reference elsewhere)
-    emu.run(cases, sanitizer)
-    for p, case, cpu_parent in zip(params, cases, expected):
-        got = case.out["out"].view(cpu_parent.shape)
-        assert torch.equal(got, cpu_parent), f"history differs from the CPU op: {p}"
-
-
-@pytest.mark.parametrize("sanitizer", FLAVOURS)
-def test_record_chunk(sanitizer):
-    shapes = [(1, 1, 1, 1, 1), (3, 8, 7, 2, 5), (33, 49, 42, 2, 3), (257, 73, 16, 3, 1)]  # (W, N, D, B, C)
-    params = list(zip(itertools.cycle(shapes), [1, 3] * 6, [-1, 0, 5, 6, 9, 10 ** 9 + 2, 31, 3, 48, 12, 7, 2],
-                      itertools.cycle(["contiguous", "row_stride", "transposed"]),
-                      itertools.cycle([torch.int32, torch.int64])))
-    cases, expected = [], []
-    for (W, N, D, B, C), every, step, kind, cdt in params:
-        src, _ = strided_view(W, N, kind, "cpu")
-        src.copy_(torch.randn(W, N))
-        cols = torch.randint(0, N, (D,), dtype=cdt)
-        parent = poison_like(torch.empty(C, B, D, W))
-        chunks = parent.permute(1, 3, 0, 2)  # strided [B, W, C, D]
-        cases.append(_record_case(src, cols, chunks, step, every, 2 ** 62, 1 + (step % 2 == 0)))
-        flycuda.record_chunk(src, cols, chunks, flycuda.new_step_counter("cpu", step), every=every)
-        expected.append(parent.clone())
-    emu.run(cases, sanitizer)
-    for p, case, cpu_parent in zip(params, cases, expected):
-        assert torch.equal(case.out["out"].view(cpu_parent.shape), cpu_parent), f"chunks differ from the CPU op: {p}"
-
-
 # --- pool_ommatidia ----------------------------------------------------------------
 
 def _pool_case(pixels: torch.Tensor, args, readouts: torch.Tensor) -> emu.Case:
@@ -326,6 +266,7 @@ def _pool_case(pixels: torch.Tensor, args, readouts: torch.Tensor) -> emu.Case:
 
 
 def _pool_maps():
+    from common import synthetic_retina
     from flycuda.retina import RetinaMap
 
     for (H, W, O), kind, (S, E) in [((37, 29, 23), "exact", (1, 1)), ((37, 29, 23), "full", (3, 2)),
@@ -386,6 +327,66 @@ def test_pool_quotients_are_divisions():
     case = emu.Case("pool_quotients").array("counts", counts)
     emu.run([case], "asan")
     assert case.out["mismatches"].tolist() == [0, -1]
+
+
+# --- record_qpos -------------------------------------------------------------------
+
+def _rq_cases():
+    shapes = [(1, 1, 1, 1), (3, 8, 7, 5), (33, 49, 42, 10), (257, 69, 42, 3)]  # (W, nq, D, R)
+    for (W, nq, D, R), every, step, kind, adt in zip(
+            itertools.cycle(shapes), [1, 3] * 8, [-1, 0, 1, 3, 6, 8, 9, 10 ** 9] * 2,
+            itertools.cycle(["contiguous", "row_stride", "transposed"]), itertools.cycle([torch.int32, torch.int64])):
+        yield (W, nq, D, R, every, step, kind, adt)
+
+
+def _record_case(src: torch.Tensor, cols: torch.Tensor, out4: torch.Tensor, step: int, every: int, limit: int,
+                 csize: int) -> emu.Case:
+    """The plan check_record_qpos / check_record_chunk build, for out4 [B, W, C, D]."""
+    B, W, C, D = out4.shape
+    case = emu.Case("record", W=W, D=D, N=src.shape[1], every=every, limit=limit, B=B, C=C)
+    case.strided("src", src, "src").strided("out", out4, "out")
+    for i, name in enumerate(("out_sb", "out_sw", "out_sr", "out_sd")):  # strides named as the plan's
+        case.scalars[name] = case.scalars.pop(f"out_s{i}")
+    return case.array("cols", cols).array("step", _counter(csize, step))
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_record_qpos(sanitizer):
+    params, cases, expected = list(_rq_cases()), [], []
+    for W, nq, D, R, every, step, kind, adt in params:
+        qpos, _ = strided_view(W, nq, kind, "cpu")
+        qpos.copy_(torch.randn(W, nq))
+        adrs = torch.randint(0, nq, (D,), dtype=adt)  # repeats allowed
+        hist_parent = poison_like(torch.empty(R, D, W))
+        history = hist_parent.permute(2, 0, 1)  # strided [W, R, D]
+        cases.append(_record_case(qpos, adrs, history.unsqueeze(0), step, every, R, 1 + (step % 2 == 0)))
+        flycuda.record_qpos(qpos, adrs, history, flycuda.new_step_counter("cpu", step), every=every)
+        expected.append(hist_parent.clone())  # the CPU op's result (checked against the reference elsewhere)
+    emu.run(cases, sanitizer)
+    for p, case, cpu_parent in zip(params, cases, expected):
+        got = case.out["out"].view(cpu_parent.shape)
+        assert torch.equal(got, cpu_parent), f"history differs from the CPU op: {p}"
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_record_chunk(sanitizer):
+    shapes = [(1, 1, 1, 1, 1), (3, 8, 7, 2, 5), (33, 49, 42, 2, 3), (257, 73, 16, 3, 1)]  # (W, N, D, B, C)
+    params = list(zip(itertools.cycle(shapes), [1, 3] * 6, [-1, 0, 5, 6, 9, 10 ** 9 + 2, 31, 3, 48, 12, 7, 2],
+                      itertools.cycle(["contiguous", "row_stride", "transposed"]),
+                      itertools.cycle([torch.int32, torch.int64])))
+    cases, expected = [], []
+    for (W, N, D, B, C), every, step, kind, cdt in params:
+        src, _ = strided_view(W, N, kind, "cpu")
+        src.copy_(torch.randn(W, N))
+        cols = torch.randint(0, N, (D,), dtype=cdt)
+        parent = poison_like(torch.empty(C, B, D, W))
+        chunks = parent.permute(1, 3, 0, 2)  # strided [B, W, C, D]
+        cases.append(_record_case(src, cols, chunks, step, every, 2 ** 62, 1 + (step % 2 == 0)))
+        flycuda.record_chunk(src, cols, chunks, flycuda.new_step_counter("cpu", step), every=every)
+        expected.append(parent.clone())
+    emu.run(cases, sanitizer)
+    for p, case, cpu_parent in zip(params, cases, expected):
+        assert torch.equal(case.out["out"].view(cpu_parent.shape), cpu_parent), f"chunks differ from the CPU op: {p}"
 
 
 # --- render_tiles ------------------------------------------------------------------

@@ -191,26 +191,6 @@ void run_advance_step(Case& c) {
   c.save("counter");
 }
 
-// As csrc/cuda/record_qpos.cu: the case carries the plan that
-// check_record_qpos / check_record_chunk build (tests/test_emu.py fills it
-// from the tensors' shapes and strides), and the arrays "src", "cols", "out".
-void run_record(Case& c) {
-  k::RecordPlan p;
-  p.W = c.i64("W"), p.D = c.i64("D"), p.N = c.i64("N"), p.every = c.i64("every"), p.limit = c.i64("limit");
-  p.B = c.i64("B"), p.C = c.i64("C"), p.src_s0 = c.i64("src_s0"), p.src_s1 = c.i64("src_s1");
-  p.out_sb = c.i64("out_sb"), p.out_sw = c.i64("out_sw"), p.out_sr = c.i64("out_sr"), p.out_sd = c.i64("out_sd");
-  if (p.threads() > 0 && p.limit > 0) {
-    with_index_type(c.arr("cols"), [&](auto* index_tag) {
-      using index_t = std::remove_pointer_t<decltype(index_tag)>;
-      launch(dim3(static_cast<unsigned int>(p.blocks())), dim3(k::kRecordThreads), 0, nullptr,
-             k::record_kernel<index_t>, c.arr("src").data<float>() + c.i64("src_offset"),
-             c.arr("cols").data<index_t>(), c.arr("out").data<float>() + c.i64("out_offset"),
-             c.arr("step").data<int64_t>(), p);
-    });
-  }
-  c.save("out");
-}
-
 // As csrc/cuda/pool_ommatidia.cu: the plan check_pool_ommatidia builds (tests/test_emu.py
 // fills it from the tensors' shapes and strides), arrays "pixels" (uint8 [S, E, P, 3]),
 // the map "omm_ptr", "omm_pixels", "omm_channel", "omm_column", "omm_count" (int32) and
@@ -251,6 +231,26 @@ void run_pool_quotients(Case& c) {
   }
   c.arrays["mismatches"] = out;
   c.save("mismatches");
+}
+
+// As csrc/cuda/record_qpos.cu: the case carries the plan that
+// check_record_qpos / check_record_chunk build (tests/test_emu.py fills it
+// from the tensors' shapes and strides), and the arrays "src", "cols", "out".
+void run_record(Case& c) {
+  k::RecordPlan p;
+  p.W = c.i64("W"), p.D = c.i64("D"), p.N = c.i64("N"), p.every = c.i64("every"), p.limit = c.i64("limit");
+  p.B = c.i64("B"), p.C = c.i64("C"), p.src_s0 = c.i64("src_s0"), p.src_s1 = c.i64("src_s1");
+  p.out_sb = c.i64("out_sb"), p.out_sw = c.i64("out_sw"), p.out_sr = c.i64("out_sr"), p.out_sd = c.i64("out_sd");
+  if (p.threads() > 0 && p.limit > 0) {
+    with_index_type(c.arr("cols"), [&](auto* index_tag) {
+      using index_t = std::remove_pointer_t<decltype(index_tag)>;
+      launch(dim3(static_cast<unsigned int>(p.blocks())), dim3(k::kRecordThreads), 0, nullptr,
+             k::record_kernel<index_t>, c.arr("src").data<float>() + c.i64("src_offset"),
+             c.arr("cols").data<index_t>(), c.arr("out").data<float>() + c.i64("out_offset"),
+             c.arr("step").data<int64_t>(), p);
+    });
+  }
+  c.save("out");
 }
 
 // As csrc/cuda/render_tiles.cu (Scene and Out filled as render::make_scene/make_out do).
@@ -339,10 +339,10 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"motion_to_ctrl_overlap", run_motion_to_ctrl_overlap},
       {"spline_to_ctrl", run_motion_to_ctrl},
       {"advance_step", run_advance_step},
-      {"record", run_record},
-      {"render_tiles", run_render_tiles},
       {"pool_ommatidia", run_pool_ommatidia},
       {"pool_quotients", run_pool_quotients},
+      {"record", run_record},
+      {"render_tiles", run_render_tiles},
   };
   return table;
 }
