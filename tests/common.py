@@ -64,6 +64,7 @@ def flygym_pool(image, id_map, pale, lookup):
             vals[o, ch] += float(flat[src, ch + 1]) / float(sizes[o])
     return vals / 255
 
+
 def strided_view(rows: int, cols: int, kind: str, device) -> tuple[torch.Tensor, torch.Tensor]:
     """A [rows, cols] float32 view of a poisoned parent buffer, and that parent.
 
@@ -80,4 +81,3 @@ def strided_view(rows: int, cols: int, kind: str, device) -> tuple[torch.Tensor,
         parent = poison_like(torch.empty(cols, rows)).to(device)
         return parent.t(), parent
     raise ValueError(kind)
-
