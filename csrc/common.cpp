@@ -25,15 +25,20 @@ struct Validated {
   const void* data = nullptr;
   int64_t numel = -1, bound = -1;
   bool unique = false;
+  int kind = 0;  // which check passed: kIndexCheck, kOffsetsCheck, kMinCheck
 };
+
+constexpr int kIndexCheck = 0, kOffsetsCheck = 1, kMinCheck = 2;
 
 class ValidatedCache {
  public:
   // The key of `ids` as it is now. Inference tensors have no version counter:
   // they get no key and are validated on every call.
-  static std::optional<Validated> key(const at::Tensor& ids, int64_t bound, bool unique) {
+  static std::optional<Validated> key(const at::Tensor& ids, int64_t bound, bool unique, int kind = kIndexCheck) {
     if (ids.is_inference()) return std::nullopt;
-    return make(ids, bound, unique);
+    Validated v = make(ids, bound, unique);
+    v.kind = kind;
+    return v;
   }
   bool contains(const Validated& key, const at::Tensor& ids) {
     std::lock_guard<std::mutex> lock(m_);
@@ -63,7 +68,7 @@ class ValidatedCache {
   static bool same(const Validated& v, const Validated& k, const at::Tensor& ids) {
     return v.impl && !v.impl->expired() && v.impl->_unsafe_get_target() == ids.unsafeGetTensorImpl() &&
            v.version == k.version && v.data == k.data && v.numel == k.numel &&
-           v.bound == k.bound && (v.unique || !k.unique);
+           v.bound == k.bound && v.kind == k.kind && (v.unique || !k.unique);
   }
   std::mutex m_;
   std::array<Validated, 64> entries_;
@@ -129,6 +134,47 @@ void check_index_values(const char* op, const char* name, const at::Tensor& ids,
     }
   });
   if (key) validated().add(std::move(*key));
+}
+
+namespace {
+
+// Runs `check(values, n)` on the host copy of the 1-D int32/int64 tensor `t`,
+// unless `t` passed the same check (`kind`, `bound`) unchanged before.
+template <typename F>
+void check_values_once(const at::Tensor& t, int64_t bound, int kind, F&& check) {
+  std::optional<Validated> key = ValidatedCache::key(t, bound, false, kind);
+  if (key && validated().contains(*key, t)) return;
+  const at::Tensor host = t.is_cpu() ? t.contiguous() : t.to(at::kCPU).contiguous();
+  AT_DISPATCH_INDEX_TYPES(host.scalar_type(), "check_values_once",
+                          [&] { check(host.data_ptr<index_t>(), host.numel()); });
+  if (key) validated().add(std::move(*key));
+}
+
+}  // namespace
+
+void check_offsets_values(const char* op, const char* name, const at::Tensor& offsets, int64_t total,
+                          const char* total_name) {
+  const char* kOpName = op;
+  check_values_once(offsets, total, kOffsetsCheck, [&](const auto* p, int64_t n) {
+    FLYCUDA_CHECK(n >= 1 && p[0] == 0, "argument '", name, "' must start at 0, got ", name, "[0] = ",
+                  n >= 1 ? static_cast<int64_t>(p[0]) : -1);
+    for (int64_t i = 1; i < n; ++i) {
+      FLYCUDA_CHECK(p[i] >= p[i - 1], "argument '", name, "' must be non-decreasing, got ", name, "[", i,
+                    "] = ", static_cast<int64_t>(p[i]), " < ", name, "[", i - 1, "] = ", static_cast<int64_t>(p[i - 1]));
+    }
+    FLYCUDA_CHECK(p[n - 1] == total, "argument '", name, "' must end at ", total_name, " = ", total, ", got ", name,
+                  "[", n - 1, "] = ", static_cast<int64_t>(p[n - 1]));
+  });
+}
+
+void check_min_values(const char* op, const char* name, const at::Tensor& values, int64_t min) {
+  const char* kOpName = op;
+  check_values_once(values, min, kMinCheck, [&](const auto* p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      FLYCUDA_CHECK(p[i] >= min, "argument '", name, "' must hold values >= ", min, ", got ", name, "[", i,
+                    "] = ", static_cast<int64_t>(p[i]));
+    }
+  });
 }
 
 }  // namespace flycuda

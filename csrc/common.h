@@ -89,6 +89,13 @@ inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void check_index_values(const char* op, const char* name, const at::Tensor& ids,
                         int64_t bound, const char* bound_name, bool unique);
 
+// The same caching for two more checks of 1-D int32/int64 tensors: CSR offsets
+// (offsets[0] == 0, non-decreasing, offsets[-1] == total) and a lower bound on
+// every value.
+void check_offsets_values(const char* op, const char* name, const at::Tensor& offsets, int64_t total,
+                          const char* total_name);
+void check_min_values(const char* op, const char* name, const at::Tensor& values, int64_t min);
+
 // Do the byte ranges that a and b span (any strides) intersect in one storage?
 bool may_share_memory(const at::Tensor& a, const at::Tensor& b);
 

@@ -41,6 +41,14 @@ FLYCUDA_LIBRARY(m) {
       "int advance) -> ()");
   // step[0] += n, on the device.
   m.def("advance_step(Tensor(a!) step, int n) -> ()");
+  // FlyGym's compound-eye readouts from eye images (Retina.fisheye_image_to_hex_pxls):
+  // readouts[s, e, o, omm_column[o]] = float32(sum_j float64(pixels[s, e, omm_pixels[j],
+  // omm_channel[o]]) / omm_count[o] / 255), j over ommatidium o's CSR entries
+  // omm_ptr[o]..omm_ptr[o+1] in order; the other column 0. See
+  // csrc/kernels/pool_ommatidia.cuh and flycuda/retina.py (the maps).
+  m.def(
+      "pool_ommatidia(Tensor pixels, Tensor omm_ptr, Tensor omm_pixels, Tensor omm_channel, "
+      "Tensor omm_column, Tensor omm_count, Tensor(a!) readouts) -> ()");
   // history[w, step // every, d] = qpos[w, adrs[d]] when step % every == 0.
   m.def(
       "record_qpos(Tensor qpos, Tensor adrs, Tensor(a!) history, Tensor step, "

@@ -11,16 +11,18 @@ The ops (each with a C++ CPU twin and Python references in
 * :func:`record_qpos` — joint angles recorded into a history buffer;
 * :func:`record_chunk` — columns of any per-world array recorded into a ring of
   chunks that :mod:`flycuda.recording` streams to a zarr store;
-* :func:`render_tiles` — every world's camera view ray-cast into image tiles.
+* :func:`render_tiles` — every world's camera view ray-cast into image tiles;
+* :func:`pool_ommatidia` — eye images pooled into FlyGym's ommatidia readouts
+  (the maps: :mod:`flycuda.retina`).
 """
 
 from ._ext import build_info, cuda_ready, has_cuda_ops
-from .ops import (advance_step, motion_to_ctrl, new_step_counter, record_chunk, record_qpos, render_tiles,
-                  spline_to_ctrl)
+from .ops import (advance_step, motion_to_ctrl, new_step_counter, pool_ommatidia, record_chunk, record_qpos,
+                  render_tiles, spline_to_ctrl)
 from .spline import spline_coeffs
-from . import reference
+from . import reference, retina
 
 __version__ = "0.1.0"
 
-__all__ = ["motion_to_ctrl", "spline_to_ctrl", "spline_coeffs", "advance_step", "record_qpos", "record_chunk", "new_step_counter", "render_tiles",
-           "has_cuda_ops", "cuda_ready", "build_info", "reference", "__version__"]
+__all__ = ["motion_to_ctrl", "spline_to_ctrl", "spline_coeffs", "advance_step", "record_qpos", "record_chunk", "new_step_counter", "render_tiles", "pool_ommatidia",
+           "has_cuda_ops", "cuda_ready", "build_info", "reference", "retina", "__version__"]

@@ -13,7 +13,8 @@ except ImportError as e:  # pragma: no cover - exercised only on broken installs
             e, torch.__version__)
     ) from e
 
-OPS = ("motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk", "render_tiles")
+OPS = ("motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk", "render_tiles",
+       "pool_ommatidia")
 
 
 def build_info() -> dict:

@@ -42,7 +42,7 @@ import time
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(PACKAGE)
 OP_TESTS = ["tests/test_motion_to_ctrl.py", "tests/test_spline_to_ctrl.py", "tests/test_record_qpos.py",
-            "tests/test_record_chunk.py",
+            "tests/test_record_chunk.py", "tests/test_pool_ommatidia.py",
             "tests/test_advance_step.py", "tests/test_cuda_graph.py", "tests/test_streams.py"]
 RENDER_TESTS = ["tests/test_render_tiles.py", "tests/test_render_top.py"]  # CPU-sized scenes: small on a GPU
 SELFTEST_SOURCE = os.path.join(PACKAGE, "gpucheck_selftest.cu")

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 MOTION_TO_CTRL_THREADS = 256   # kMotionToCtrlThreads
 COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (step, reserved, uint32 ticket)
 TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
+# csrc/kernels/pool_ommatidia.cuh
+POOL_THREADS = 128             # kPoolThreads: (image, ommatidium) pairs per block
+
 # csrc/kernels/record_qpos.cuh
 RECORD_THREADS = 256           # kRecordThreads (record_qpos, record_chunk)
 # csrc/kernels/render_tiles.cuh
@@ -49,6 +52,12 @@ def ticket_of(step):
         raise ValueError("this counter has no hidden ticket (not made by flycuda.new_step_counter)")
     return torch.empty(0, dtype=torch.int32, device=step.device).set_(step.untyped_storage(), TICKET_BYTE // 4,
                                                                       (1,), (1,))
+
+
+def pool_blocks(S: int, E: int, O: int) -> int:
+    """``kernels::PoolPlan::blocks``: blocks of a pool_ommatidia launch (one thread per
+    (image, ommatidium), ``POOL_THREADS`` per block)."""
+    return cdiv(S * E * O, POOL_THREADS)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,13 @@ Branches reached (csrc/kernels/):
   motion_to_ctrl_kernel<SplineFrames> (spline_to_ctrl): the same cases with cubic
     pieces (cubic: a == 0 exact copy and a != 0; the loop's wrap piece).
   advance_step_kernel: counters [1] and [2], negative and huge n.
+  pool_ommatidia_kernel: idx >= S*E*O (partial last block), exact maps over a P-list
+    and over whole images (duplicate reads), fast maps (ommatidia with no reads),
+    yellow and pale (columns 0 and 1, channels 1 and 2), strided readouts; a corrupt
+    map (what escapes the host checks in a capture: offsets below 0, past nnz and
+    decreasing, pixel ids below 0 and past P, channel and column out of range) against
+    the grid reference; exact_quotient's device path against division for every x
+    and n in 1..65536 and a sweep up to 2^31 - 1.
   record_kernel (record_qpos and record_chunk): s < 0, s % every != 0, k >= limit
     (early returns), idx >= W*D (partial block), recorded steps; strided sources
     and outputs; int32/int64 columns with repeats; the ring's slot and row for
@@ -254,6 +261,82 @@ def test_advance_step(sanitizer):
     emu.run(cases, sanitizer)
     for (size, start, n), case in zip(params, cases):
         assert case.out["counter"].tolist() == ([start + n, 0] if size == 2 else [start + n])
+
+
+# --- pool_ommatidia ----------------------------------------------------------------
+
+def _pool_case(pixels: torch.Tensor, args, readouts: torch.Tensor) -> emu.Case:
+    """The plan check_pool_ommatidia builds; readouts as its base buffer and strides."""
+    S, E, O, _ = readouts.shape
+    ptr, pix, chan, col, count = args
+    case = emu.Case("pool_ommatidia", S=S, E=E, P=pixels.shape[2], O=O, nnz=pix.shape[0])
+    case.array("pixels", pixels).array("omm_ptr", ptr).array("omm_pixels", pix).array("omm_channel", chan)
+    case.array("omm_column", col).array("omm_count", count)
+    return case.strided("readouts", readouts, "readouts")
+
+
+def _pool_maps():
+    from common import synthetic_retina
+    from flycuda.retina import RetinaMap
+
+    for (H, W, O), kind, (S, E) in [((37, 29, 23), "exact", (1, 1)), ((37, 29, 23), "full", (3, 2)),
+                                    ((51, 45, 40), "fast2", (2, 2)), ((51, 45, 40), "exact", (5, 2))]:
+        rm = RetinaMap.from_arrays(*synthetic_retina(H, W, O))
+        pm = {"exact": rm.exact, "full": lambda: rm.exact().full_image(), "fast2": lambda: rm.fast(2)}[kind]()
+        yield pm, S, E
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_pool_ommatidia(sanitizer):
+    cases, expected = [], []
+    for pm, S, E in _pool_maps():
+        pixels = torch.randint(0, 256, (S, E, pm.rays, 3), dtype=torch.uint8)
+        parent = torch.full((E, pm.num_ommatidia + 2, 2, S), float("nan"))
+        readouts = parent[:, 1:-1].permute(3, 0, 1, 2)  # strided [S, E, O, 2]
+        cases.append(_pool_case(pixels, pm.args(), readouts))
+        flycuda.pool_ommatidia(pixels, *pm.args(), readouts)
+        expected.append(parent.clone())
+    emu.run(cases, sanitizer)
+    for i, (case, cpu_parent) in enumerate(zip(cases, expected)):
+        got = case.out["readouts"].view(cpu_parent.shape)
+        assert torch.equal(got.isnan(), cpu_parent.isnan()), f"case {i}: different elements written"
+        assert torch.equal(got.nan_to_num(), cpu_parent.nan_to_num()), f"case {i}: readouts differ from the CPU op"
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_pool_ommatidia_corrupt_map(sanitizer):
+    """Map values no host check let through (as after a write during capture): clamped
+    or skipped as reference.grid_pool mirrors, never out of bounds."""
+    from flycuda.reference import grid_pool
+
+    S, E, P = 2, 1, 9
+    ptr = torch.tensor([-4, 2, 1, 5, 30, 6, 7, 8], dtype=torch.int32)   # below 0, decreasing, past nnz
+    pix = torch.tensor([0, 8, -1, 9, 4, 4, 100, 3], dtype=torch.int32)  # below 0 and past P
+    chan = torch.tensor([1, 2, 0, 5, -1, 2, 1], dtype=torch.int32)
+    col = torch.tensor([0, 1, 7, 0, 1, -1, 1], dtype=torch.int32)
+    count = torch.tensor([3, 1, 2, 4, 1, 2, 9], dtype=torch.int32)
+    pixels = torch.randint(0, 256, (S, E, P, 3), dtype=torch.uint8)
+    readouts = torch.full((S, E, 7, 2), float("nan"))
+    want = readouts.clone()
+    grid_pool.pool_ommatidia(pixels, ptr, pix, chan, col, count, want, threads=4)
+    case = _pool_case(pixels, (ptr, pix, chan, col, count), readouts)
+    emu.run([case], sanitizer)
+    got = case.out["readouts"].view(want.shape)
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
+    assert want[:, :, 2].isnan().all() and not want[:, :, 0].isnan().any()  # column 7: nothing written
+
+
+def test_pool_quotients_are_divisions():
+    """kernels::exact_quotient's device path (one Markstein correction) equals float64
+    division x / n for every x in [0, 255]: every n up to 65536, and around every power
+    of two and at random up to 2^31 - 1."""
+    g = torch.Generator().manual_seed(3)
+    around = [(1 << e) + d for e in range(16, 31) for d in range(-64, 65)]
+    counts = torch.cat([torch.arange(1, 65537), torch.tensor(around), torch.randint(65537, 2 ** 31 - 1, (20000,), generator=g),
+                        torch.tensor([2 ** 31 - 1])]).to(torch.int32)
+    case = emu.Case("pool_quotients").array("counts", counts)
+    emu.run([case], "asan")
+    assert case.out["mismatches"].tolist() == [0, -1]
 
 
 # --- record_qpos -------------------------------------------------------------------
@@ -760,6 +843,7 @@ def test_cases_execute_every_kernel_line():
     if not missed:
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record_qpos.cuh", "kernels/advance_step.cuh",
+                 "kernels/pool_ommatidia.cuh",
                  "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h"):
         assert name in missed, f"{name} was not compiled into the emulator"

@@ -33,6 +33,7 @@ def _constant(path: str, name: str) -> int:
     ("motion_to_ctrl.cuh", "kCounterBytes", "COUNTER_BYTES"),
     ("motion_to_ctrl.cuh", "kTicketByte", "TICKET_BYTE"),
     ("record_qpos.cuh", "kRecordThreads", "RECORD_THREADS"),
+    ("pool_ommatidia.cuh", "kPoolThreads", "POOL_THREADS"),
     ("render_tiles.cuh", "kRenderThreads", "RENDER_THREADS"),
     ("render_tiles.cuh", "kRefitThreads", "REFIT_THREADS"),
     ("render_tiles.cuh", "kTileW", "RENDER_TILE_W"),
@@ -82,7 +83,8 @@ def _schema_args(op) -> list[str]:
 RENAMED = {("motion_to_ctrl", "frame_mode"): "mode", ("spline_to_ctrl", "frame_mode"): "mode"}
 
 
-@pytest.mark.parametrize("name", ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos"])
+@pytest.mark.parametrize("name", ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk",
+                                  "pool_ommatidia"])
 def test_schema_names_are_the_wrappers(name):
     schema = [RENAMED.get((name, a), a) for a in _schema_args(getattr(torch.ops.flycuda, name))]
     wrapper = list(inspect.signature(getattr(ops, name)).parameters)
@@ -96,3 +98,11 @@ def test_render_tiles_schema_names():
     wrapper = set(inspect.signature(ops.render_tiles).parameters) - {"scene"}
     assert wrapper <= schema, wrapper - schema
     assert "check" in schema and "check_indices" not in schema
+
+
+@pytest.mark.parametrize("S,E,O", [(0, 2, 721), (1, 2, 721), (1000, 2, 721), (8192, 2, 721), (1, 1, 1)])
+def test_pool_plan(S, E, O):
+    """pool_blocks: one thread per (image, ommatidium), POOL_THREADS per block."""
+    assert launch_plan.pool_blocks(S, E, O) == -(-S * E * O // 128)
+    if (S, E, O) == (8192, 2, 721):
+        assert launch_plan.pool_blocks(S, E, O) * launch_plan.POOL_THREADS < 2 ** 31

@@ -5,7 +5,7 @@ every kernel the launchers launch) with the extension's device flags
 (flycuda/_buildcfg.py NVCC_FLAGS) and ``-Xptxas -v --resource-usage``. The test
 fails on any spill in any kernel, and on the budgets below: the per-step glue
 kernels (motion_to_ctrl, spline_to_ctrl: the same template; record_kernel,
-which serves record_qpos and record_chunk; advance_step) must fit in 32 registers with no stack frame, so that they never
+which serves record_qpos and record_chunk; advance_step; pool_ommatidia) must fit in 32 registers with no stack frame, so that they never
 limit occupancy (Hopper: 65,536 registers per SM, 2048 threads). The renderer's
 kernel must fit in 72 registers and 256 bytes of stack (7 blocks of 128 threads per
 SM; the traversal's int32 stack and the pixel's parked state in local memory), its
@@ -43,10 +43,11 @@ KERNELS = [("motion_to_ctrl" if frames == "LinearFrames" else "spline_to_ctrl",
            for index in ("int32_t", "int64_t") for offset in ("float", "double")]
 KERNELS += [("record", f"flycuda::kernels::record_kernel<{index}>") for index in ("int32_t", "int64_t")]
 KERNELS += [("advance_step", "flycuda::kernels::advance_step_kernel"),
+            ("pool_ommatidia", "flycuda::kernels::pool_ommatidia_kernel"),
             ("render_tiles", "flycuda::kernels::render_tiles_kernel"),
             ("render_tiles", "flycuda::kernels::render_tiles_timed_kernel"),
             ("render_tiles", "flycuda::kernels::refit_top_kernel")]
-BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step"}
+BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia"}
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
 RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel": (96, 256),
                   "refit_top_kernel": (48, 0)}
@@ -54,7 +55,8 @@ RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel":
 
 def probe_source() -> str:
     lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/motion_to_ctrl.cuh"',
-             '#include "kernels/record_qpos.cuh"', '#include "kernels/render_tiles.cuh"', "",
+             '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record_qpos.cuh"',
+             '#include "kernels/render_tiles.cuh"', "",
              "// Taking each kernel's address instantiates it (device code for every entry).",
              "void* const flycuda_probe[] = {"]
     lines += [f"    reinterpret_cast<void*>(&{expr})," for _, expr in KERNELS]
@@ -131,7 +133,7 @@ def _budget(r: dict) -> tuple[int, int] | None:
 def _family(name: str) -> str:
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
-    for fam in ("record_kernel", "advance_step", "render_tiles", "refit_top"):
+    for fam in ("record_kernel", "advance_step", "pool_ommatidia", "render_tiles", "refit_top"):
         if fam == "record_kernel" and fam in name:
             return "record"
         if fam in name:
@@ -170,6 +172,7 @@ def test_every_kernel_is_compiled(usage):
     assert len(usage) == len(KERNELS), [r["name"] for r in usage]
     assert fams.count("motion_to_ctrl") == 8 and fams.count("spline_to_ctrl") == 8
     assert fams.count("record") == 2 and fams.count("render_tiles") == 3 and "advance_step" in fams
+    assert fams.count("pool_ommatidia") == 1
     assert all(_budget(r) is not None for r in usage), [r["name"] for r in usage if _budget(r) is None]
     for r in usage:
         assert {"registers", "stack", "spill_stores", "spill_loads"} <= set(r), r

@@ -12,6 +12,7 @@
 // (e.g. a divergent __syncthreads) aborts with its message.
 #include "kernels/advance_step.cuh"
 #include "kernels/motion_to_ctrl.cuh"
+#include "kernels/pool_ommatidia.cuh"
 #include "kernels/record_qpos.cuh"
 #include "kernels/render_tiles.cuh"
 #include "emu/npy.h"
@@ -190,6 +191,48 @@ void run_advance_step(Case& c) {
   c.save("counter");
 }
 
+// As csrc/cuda/pool_ommatidia.cu: the plan check_pool_ommatidia builds (tests/test_emu.py
+// fills it from the tensors' shapes and strides), arrays "pixels" (uint8 [S, E, P, 3]),
+// the map "omm_ptr", "omm_pixels", "omm_channel", "omm_column", "omm_count" (int32) and
+// "readouts" (the output's base buffer; readouts_offset and the plan's strides).
+void run_pool_ommatidia(Case& c) {
+  k::PoolPlan p;
+  p.S = c.i64("S"), p.E = c.i64("E"), p.P = c.i64("P"), p.O = c.i64("O"), p.nnz = c.i64("nnz");
+  p.out_s0 = c.i64("readouts_s0"), p.out_s1 = c.i64("readouts_s1"), p.out_s2 = c.i64("readouts_s2");
+  p.out_s3 = c.i64("readouts_s3");
+  const k::PoolMap m{c.arr("omm_ptr").data<int32_t>(), c.ptr<int32_t>("omm_pixels"), c.arr("omm_channel").data<int32_t>(),
+                     c.arr("omm_column").data<int32_t>(), c.arr("omm_count").data<int32_t>()};
+  if (p.threads() > 0) {
+    launch(dim3(static_cast<unsigned int>(p.blocks())), dim3(k::kPoolThreads), 0, nullptr, k::pool_ommatidia_kernel,
+           c.ptr<uint8_t>("pixels"), m, c.arr("readouts").data<float>() + c.i64("readouts_offset"), p);
+  }
+  c.save("readouts");
+}
+
+// kernels::exact_quotient's device path against the host's division: every x in
+// [0, 255] for every n in "counts" (int32); out_mismatches int64 [2] = (mismatches,
+// the first mismatching n or -1).
+void run_pool_quotients(Case& c) {
+  Array& counts = c.arr("counts");
+  Array out;
+  out.descr = "<i8";
+  out.shape = {2};
+  out.bytes.assign(16, 0);
+  int64_t* r = out.data<int64_t>();
+  r[1] = -1;
+  for (int64_t i = 0; i < counts.numel(); ++i) {
+    const double n = static_cast<double>(counts.data<int32_t>()[i]);
+    const double inv = 1.0 / n;
+    for (int x = 0; x < 256; ++x) {
+      if (k::exact_quotient(x, n, inv) != static_cast<double>(x) / n) {
+        if (r[0]++ == 0) r[1] = static_cast<int64_t>(n);
+      }
+    }
+  }
+  c.arrays["mismatches"] = out;
+  c.save("mismatches");
+}
+
 // As csrc/cuda/record_qpos.cu: the case carries the plan that
 // check_record_qpos / check_record_chunk build (tests/test_emu.py fills it
 // from the tensors' shapes and strides), and the arrays "src", "cols", "out".
@@ -330,6 +373,8 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"motion_to_ctrl_overlap", run_motion_to_ctrl_overlap},
       {"spline_to_ctrl", run_motion_to_ctrl},
       {"advance_step", run_advance_step},
+      {"pool_ommatidia", run_pool_ommatidia},
+      {"pool_quotients", run_pool_quotients},
       {"record", run_record},
       {"render_tiles", run_render_tiles},
   };

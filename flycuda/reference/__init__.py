@@ -18,7 +18,8 @@ import torch
 
 from . import grid
 
-__all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk", "sample_frames", "grid"]
+__all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk", "pool_ommatidia",
+           "sample_frames", "grid"]
 
 
 def sample_frames(offsets: torch.Tensor, step: int, frames_per_step: float, T: int,
@@ -137,3 +138,34 @@ def record_chunk(source: torch.Tensor, columns: torch.Tensor, chunks: torch.Tens
     k = s // every
     B, _, C, _ = chunks.shape
     chunks[(k // C) % B, :, k % C, :] = source[:, columns.long()]
+
+
+def pool_ommatidia(pixels: torch.Tensor, omm_ptr: torch.Tensor, omm_pixels: torch.Tensor,
+                   omm_channel: torch.Tensor, omm_column: torch.Tensor, omm_count: torch.Tensor,
+                   readouts: torch.Tensor) -> None:
+    """Reference for ``flycuda.pool_ommatidia`` (same contract, in place).
+
+    FlyGym's float64 accumulation in the map's order, vectorized over images and
+    ommatidia: step i adds every ommatidium's i-th entry
+    ``float64(pixels[s, e, omm_pixels[ptr[o] + i], channel[o]]) / count[o]`` to its
+    sum, so each sum sees FlyGym's operations in FlyGym's order (bit for bit). Then
+    ``readouts[..., o, column[o]] = float32(sum / 255)`` and the other column 0.
+    Divisions are tensor by tensor (never by a Python scalar, which torch may turn
+    into a multiplication by the reciprocal).
+    """
+    S, E, O, _ = readouts.shape
+    img = pixels.reshape(S * E, pixels.shape[2], 3)
+    ptr, pix = omm_ptr.long(), omm_pixels.long()
+    start, length = ptr[:-1], ptr[1:] - ptr[:-1]
+    chan = omm_channel.long()
+    n = omm_count.to(torch.float64).expand(S * E, O)
+    acc = torch.zeros(S * E, O, dtype=torch.float64, device=readouts.device)
+    for i in range(int(length.max()) if O > 0 else 0):
+        live = length > i
+        q = pix[(start + i).clamp(max=max(pix.shape[0] - 1, 0))]
+        term = img[:, q, chan].to(torch.float64) / n
+        acc = torch.where(live, acc + term, acc)
+    value = (acc / torch.full_like(acc, 255.0)).to(torch.float32)
+    out = torch.zeros(S * E, O, 2, dtype=torch.float32, device=readouts.device)
+    out.scatter_(2, omm_column.long().view(1, O, 1).expand(S * E, O, 1), value.unsqueeze(2))
+    readouts.copy_(out.view(S, E, O, 2))
