@@ -69,7 +69,7 @@ def available() -> bool:
 
 
 def neuromechfly(*, simplify_geom: bool = False, position_gain: float = 50.0,
-                 spawn_position=(0.0, 0.0, 0.8)):
+                 spawn_position=(0.0, 0.0, 0.8), vision: bool = False):
     """NeuroMechFly as in FlyGym's GPU tutorial: legs-only joints, 42 position
     actuators (``kp = position_gain``) at the neutral pose, leg adhesion, colours,
     a tracking camera, on flat ground.
@@ -79,6 +79,7 @@ def neuromechfly(*, simplify_geom: bool = False, position_gain: float = 50.0,
             capsules) instead of the meshes bundled with FlyGym.
         position_gain: actuator gain kp.
         spawn_position: xyz in mm.
+        vision: add FlyGym's two eye cameras (``fly.add_vision()``), for flycuda.vision.
 
     Returns:
         ``(fly, world, camera)``: FlyGym's NeuroMechFly, FlatGroundWorld and the
@@ -98,6 +99,8 @@ def neuromechfly(*, simplify_geom: bool = False, position_gain: float = 50.0,
     fly.add_actuators(dofs, actuator_type=ActuatorType.POSITION, kp=position_gain, neutral_input=neutral)
     fly.add_leg_adhesion()
     fly.colorize()
+    if vision:
+        fly.add_vision()
     cam = fly.add_tracking_camera()
     world = FlatGroundWorld()
     world.add_fly(fly, tuple(spawn_position), Rotation3D("quat", (1, 0, 0, 0)))

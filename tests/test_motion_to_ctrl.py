@@ -6,33 +6,14 @@ import torch
 import flycuda
 from flycuda import launch_plan, reference
 
-from common import cpu_and_cuda, poison_like, strided_view
+from common import M2C_SHAPES, cpu_and_cuda, make_m2c_case, poison_like, strided_view
 
 # (W, M, T, D, nu): sizes that are not multiples of any block size; W=1, T=1, M=1, M=W.
-SHAPES = [
-    (1, 1, 1, 1, 1),
-    (1, 1, 9, 42, 42),
-    (3, 1, 1, 5, 9),
-    (7, 7, 2, 3, 4),
-    (33, 33, 13, 7, 11),
-    (257, 1, 661, 42, 50),
-    (1000, 1000, 17, 42, 42),
-]
+SHAPES = M2C_SHAPES
 MODES = ["clamp", "loop"]
 
 
-def make_case(W, M, T, D, nu, offsets_kind, device, act_dtype=torch.int64):
-    motion = torch.randn(M, T, D).to(device)
-    act_ids = torch.randperm(nu)[:D].to(device=device, dtype=act_dtype)
-    if offsets_kind is None:
-        offsets = None
-    elif offsets_kind == "int":
-        offsets = torch.randint(0, T, (W,)).to(device=device, dtype=torch.float32)
-    elif offsets_kind == "wild":  # negative, fractional, beyond T
-        offsets = ((torch.rand(W, dtype=torch.float64) * 3 - 1) * (T + 2)).to(device)
-    else:
-        raise ValueError(offsets_kind)
-    return motion, act_ids, offsets
+make_case = make_m2c_case
 
 
 def check_against_reference(device, shape, offsets_kind, fps, mode, step_value,

@@ -289,7 +289,7 @@ def test_stage_timers(prims, device):
         assert (tr.timers[:, 2] >= tr.timers[:, 0] + tr.timers[:, 1]).all()
     st = tr.stage_times()
     assert st["trace"] > 0 and st["unit"] == ("ns" if device == "cpu" else "cycles")
-    assert 1 <= st["per_ray"]["nodes"] < 200 and st["triangles"] == 0  # primitives only: no triangle
+    assert 1 <= st["per_ray"]["nodes"] < 200 and 0 < st["per_ray"]["triangles"] < 50  # the scene has one mesh
 
 
 @pytest.mark.needs_cuda

@@ -1,0 +1,99 @@
+"""Benchmark: fly vision for every world (flycuda.vision) vs FlyGym's CPU vision.
+
+  flygym    flygym.Simulation.get_ommatidia_readouts (MuJoCo's OpenGL renderer, here in
+            software: MUJOCO_GL=osmesa, then Retina.fisheye_image_to_hex_pxls), one fly
+  exact     flycuda.vision.Vision(mode="exact"): the eye cameras at the raw pixels the
+            retina reads, pooled as FlyGym pools (render_tiles + pool_ommatidia)
+  fast k    Vision(mode="fast", k): k rays per ommatidium
+
+Reported per mode: readouts per second per fly (both eyes), rays per readout, device
+bytes per world, and for the same states the readouts' agreement with FlyGym's own
+(per-eye Pearson r over the 721 ommatidia and mean absolute difference) and, for
+fast modes, the error against exact mode. The runs are interleaved (flygym, exact,
+fast..., repeated) and medians reported.
+
+    MUJOCO_GL=osmesa python bench/bench_vision.py --worlds 4 --repeats 3
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from _results import append_results, format_table  # noqa: E402
+
+
+def _timed(fn, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def _agreement(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
+    """Mean over eyes of Pearson r and mean |difference| of per-ommatidium readouts."""
+    r = [np.corrcoef(ours[e].sum(-1), theirs[e].sum(-1))[0, 1] for e in range(2)]
+    d = [np.abs(ours[e].sum(-1) - theirs[e].sum(-1)).mean() for e in range(2)]
+    return float(np.mean(r)), float(np.mean(d))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--worlds", type=int, default=4)
+    p.add_argument("--ks", type=int, nargs="+", default=[1, 4, 8])
+    p.add_argument("--frames", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-record", action="store_true")
+    args = p.parse_args(argv)
+    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    import flygym
+    import mujoco
+
+    from flycuda import flygym as fg
+    from flycuda.vision import Vision
+
+    fly, world, _ = fg.neuromechfly(vision=True)
+    sim = fg.wrap(fg.gpu_simulation(world, args.worlds, device="cpu"))
+    for _ in range(3):
+        sim.step()
+    fsim = flygym.Simulation(world)
+    fsim.mj_data.qpos[:] = sim.view("qpos")[0].double().numpy()
+    mujoco.mj_forward(fsim.mj_model, fsim.mj_data)
+    theirs = fsim.get_ommatidia_readouts(fly.name)  # also builds FlyGym's renderer (not timed)
+    modes = {"exact": Vision(sim)} | {f"fast k={k}": Vision(sim, mode="fast", k=k) for k in args.ks}
+    exact = modes["exact"].update().clone()
+    times = {name: [] for name in ["flygym", *modes]}
+    for _ in range(args.repeats):
+        times["flygym"].append(_timed(lambda: fsim.get_ommatidia_readouts(fly.name), args.frames))
+        for name, v in modes.items():
+            times[name].append(_timed(v.update, args.frames) / args.worlds)  # per fly
+    t_fg = statistics.median(times["flygym"])
+    rows = [["flygym (OpenGL, osmesa)", f"{1 / t_fg:,.1f}", "1.00x", f"{450 * 512:,}", "-", "1.000", "0",
+             "-"]]
+    for name, v in modes.items():
+        t = statistics.median(times[name])
+        out = v.update()[0].numpy()
+        r, mad = _agreement(out, theirs)
+        err = "0" if name == "exact" else f"{float((v.readouts - exact).abs().sum(-1).mean()):.4f}"
+        per_world = (v.pixels[0].numel() + v.readouts[0].numel() * 4 + v.renderer.top_boxes[0].numel() * 4)
+        rows.append([name, f"{1 / t:,.1f}", f"{t_fg / t:.1f}x", f"{v.rays_per_readout * 2:,}", f"{per_world:,}",
+                     f"{r:.3f}", f"{mad:.3f}", err])
+        print(f"{name}: {1 / t:,.1f} readouts/s per fly, r {r:.3f}", flush=True)
+    table = format_table(["mode", "readouts/s per fly", "vs flygym", "rays per readout", "device B/world",
+                          "r vs flygym", "MAD vs flygym", "MAD vs exact"], rows)
+    print(table)
+    if not args.no_record:
+        append_results("bench_vision: ommatidia readouts, flycuda.vision vs FlyGym's CPU vision", "cpu", table,
+                       notes=f"NeuroMechFly with add_vision, {args.worlds} worlds, CPU; medians of {args.repeats} "
+                             f"interleaved runs of {args.frames}; FlyGym: one fly, get_ommatidia_readouts; "
+                             f"agreement: world 0's state in both, per-eye Pearson r / mean |diff| over ommatidia")
+
+
+if __name__ == "__main__":
+    torch.set_grad_enabled(False)
+    main()
