@@ -15,7 +15,7 @@ namespace flycuda {
 
 const char* const kSceneFieldNames[kSceneFields] = {"geom_ids", "geom_info", "geom_param", "bvh_boxes",
                                                     "bvh_links", "tris", "top_links", "unbounded",
-                                                    "lights", "headlight"};
+                                                    "lights", "headlight", "background"};
 
 namespace {
 
@@ -29,7 +29,7 @@ struct FieldSpec {
 const FieldSpec kFieldSpecs[kSceneFields] = {
     {at::kInt, 0}, {at::kInt, render::kInfoCols}, {at::kFloat, render::kParamCols}, {at::kFloat, render::kBoxCols},
     {at::kInt, 2}, {at::kFloat, render::kTriCols}, {at::kInt, 2}, {at::kInt, 0}, {at::kFloat, render::kLightCols},
-    {at::kFloat, 0}};
+    {at::kFloat, 0}, {at::kFloat, 0}};
 
 std::string shape_str(int64_t rows, int64_t cols) {
   return cols > 0 ? "[" + (rows >= 0 ? std::to_string(rows) : std::string("N")) + ", " + std::to_string(cols) + "]"
@@ -112,8 +112,10 @@ void check_shapes(FLYCUDA_RENDER_TILES_PARAMS, kernels::RenderPlan& plan) {
   const int64_t Gr = scene[kGeomIds].numel();
   for (int f = 0; f < kSceneFields; ++f) {
     const bool per_geom = f == kGeomIds || f == kGeomInfo || f == kGeomParam;
-    const int64_t rows = per_geom ? Gr : (f == kBvhLinks ? scene[kBvhBoxes].size(0)
-                                                         : (f == kHeadlight ? render::kHeadlightCols : -1));
+    const int64_t rows = per_geom ? Gr
+                         : f == kBvhLinks ? scene[kBvhBoxes].size(0)
+                         : f == kHeadlight ? render::kHeadlightCols
+                         : f == kBackground ? render::kBackgroundCols : -1;
     check_field(scene[f], kSceneFieldNames[f], kFieldSpecs[f], rows);
   }
   check_aligned(scene[kBvhBoxes], "scene.bvh_boxes");
@@ -170,6 +172,7 @@ render::Scene make_scene(const at::Tensor& geom_xpos, const at::Tensor& geom_xma
   sc.unbounded = scene[kUnbounded].data_ptr<int32_t>();
   sc.lights = scene[kLights].data_ptr<float>();
   sc.headlight = scene[kHeadlight].data_ptr<float>();
+  sc.background = scene[kBackground].data_ptr<float>();
   sc.nnode = static_cast<int32_t>(scene[kBvhBoxes].size(0));
   sc.ntri = static_cast<int32_t>(scene[kTris].size(0));
   sc.ntop = static_cast<int32_t>(scene[kTopLinks].size(0));

@@ -25,7 +25,7 @@ namespace flycuda {
 // The packed scene: `scene` holds these tensors in this order (flycuda.scene.Scene.FIELDS).
 enum SceneField : int {
   kGeomIds, kGeomInfo, kGeomParam, kBvhBoxes, kBvhLinks, kTris, kTopLinks, kUnbounded, kLights, kHeadlight,
-  kSceneFields
+  kBackground, kSceneFields
 };
 extern const char* const kSceneFieldNames[kSceneFields];
 

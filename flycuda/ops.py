@@ -431,7 +431,7 @@ def _render_tiles_fake(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, fo
                  lambda: f"flycuda.render_tiles: argument 'geom_xpos' must be float32 [W, G, 3], got {geom_xpos.dtype} {tuple(geom_xpos.shape)}")
     torch._check(cam_pos.dim() == 3 and len(fovy) == cam_pos.shape[1],
                  lambda: f"flycuda.render_tiles: argument 'fovy' must hold one angle per camera, got {len(fovy)} for cam_pos {tuple(cam_pos.shape)}")
-    torch._check(len(scene) == 10, lambda: f"flycuda.render_tiles: argument 'scene' must hold 10 tensors, got {len(scene)}")
+    torch._check(len(scene) == 11, lambda: f"flycuda.render_tiles: argument 'scene' must hold 11 tensors, got {len(scene)}")
     torch._check(height > 0 and width > 0, lambda: "flycuda.render_tiles: the image must not be empty")
     _check_same_device("render_tiles", "geom_xpos", geom_xpos, geom_xmat=geom_xmat, cam_pos=cam_pos,
                        cam_mat=cam_mat, worlds=worlds, pixels=pixels, rgb=rgb, depth=depth, seg=seg,

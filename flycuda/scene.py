@@ -26,6 +26,7 @@ PARAM_COLS, PARAM_SIZE, PARAM_RGB, PARAM_RGB2, PARAM_CHECKER, PARAM_RBOUND = 12,
 LIGHT_COLS, LIGHT_DIR, LIGHT_AMBIENT, LIGHT_DIFFUSE, LIGHT_SHADOW = 10, 0, 3, 6, 9
 HEADLIGHT_COLS = 6
 BOX_COLS, LEAF_BITS, TRI_COLS = 12, 3, 12
+BACKGROUND_COLS = 6
 STACK, MAX_CAMS, MAX_LIGHTS = 40, 8, 32
 K_INF = 3.0e38  # kInf: an empty box is the point (kInf, kInf, kInf)
 PARAM, LIGHT = PARAM_COLS, LIGHT_COLS  # short names
@@ -61,11 +62,12 @@ class Scene:
     unbounded: torch.Tensor   # int32 [U]: render-list indices of the unbounded geoms (planes)
     lights: torch.Tensor      # float32 [L, 10]: dir[3] ambient[3] diffuse[3] castshadow
     headlight: torch.Tensor   # float32 [6]: ambient[3] diffuse[3]
+    background: torch.Tensor  # float32 [6]: colour of rays that hit nothing, looking up[3], down[3]
     zfar: float
     depths: dict              # {"top": depth, "meshes": {root: depth}} (internal nodes per path)
 
     FIELDS = ("geom_ids", "geom_info", "geom_param", "bvh_boxes", "bvh_links", "tris", "top_links",
-              "unbounded", "lights", "headlight")
+              "unbounded", "lights", "headlight", "background")
 
     def tensors(self) -> list:
         """The scene's tensors in FIELDS order (render_tiles' ``scene`` argument)."""
@@ -233,6 +235,25 @@ def _texture_colors(mjm, matid: int):
     return rgba[:3] * c1, rgba[:3] * c2, 1.0
 
 
+def _background(mjm) -> np.ndarray:
+    """float32 [6]: the colour of the model's skybox looking up and looking down (the
+    mean of the cube faces MuJoCo shows up and down when the texture holds 6 faces,
+    else its mean colour; MuJoCo draws the skybox unlit); black without a skybox."""
+    import mujoco
+
+    sky = [t for t in range(mjm.ntex) if int(mjm.tex_type[t]) == int(mujoco.mjtTexture.mjTEXTURE_SKYBOX)]
+    if not sky:
+        return np.zeros(BACKGROUND_COLS, np.float32)
+    t = sky[0]
+    w, h, nc = int(mjm.tex_width[t]), int(mjm.tex_height[t]), int(mjm.tex_nchannel[t])
+    data = mjm.tex_data[mjm.tex_adr[t]: mjm.tex_adr[t] + w * h * nc].reshape(h, w, nc)[..., :3] / 255.0
+    if h == 6 * w:  # 6 cube faces stacked; MuJoCo draws the skybox turned so that faces 2 and 3 are up and down
+        up, down = data[2 * w:3 * w].reshape(-1, 3).mean(0), data[3 * w:4 * w].reshape(-1, 3).mean(0)
+    else:
+        up = down = data.reshape(-1, 3).mean(0)
+    return np.concatenate([up, down]).astype(np.float32)
+
+
 def _geom_triangles(mjm, g: int):
     """(key, triangles [n, 9] in the geom's frame) of a mesh or heightfield geom: the
     key names the shape (a mesh or hfield id), so geoms sharing it share one BVH."""
@@ -333,6 +354,7 @@ def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
         tris=t(np.concatenate(tris) if tris else np.zeros((0, TRI_COLS)), np.float32, (-1, TRI_COLS)),
         top_links=t(top, np.int32, (-1, 2)), unbounded=t(unbounded, np.int32, (-1,)),
         lights=t(lights, np.float32, (-1, LIGHT)), headlight=t(headlight, np.float32, (6,)),
+        background=t(_background(mjm), np.float32, (BACKGROUND_COLS,)),
         zfar=float(mjm.vis.map.zfar * mjm.stat.extent),
         depths={"top": top_depth, "meshes": {r: dn[0] for r, dn in mesh_depth.items()}})
 

@@ -18,7 +18,7 @@ MIRROR = {  # layout.h name: scene.py name
     "kParamChecker": "PARAM_CHECKER", "kParamRbound": "PARAM_RBOUND",
     "kLightCols": "LIGHT_COLS", "kLightDir": "LIGHT_DIR", "kLightAmbient": "LIGHT_AMBIENT",
     "kLightDiffuse": "LIGHT_DIFFUSE", "kLightShadow": "LIGHT_SHADOW", "kHeadlightCols": "HEADLIGHT_COLS",
-    "kBoxCols": "BOX_COLS", "kLeafBits": "LEAF_BITS", "kTriCols": "TRI_COLS", "kStack": "STACK",
+    "kBoxCols": "BOX_COLS", "kBackgroundCols": "BACKGROUND_COLS", "kLeafBits": "LEAF_BITS", "kTriCols": "TRI_COLS", "kStack": "STACK",
     "kMaxCams": "MAX_CAMS", "kMaxLights": "MAX_LIGHTS", "kInf": "K_INF",
     "kPlane": "PLANE", "kSphere": "SPHERE", "kCapsule": "CAPSULE", "kEllipsoid": "ELLIPSOID",
     "kCylinder": "CYLINDER", "kBox": "BOX", "kMesh": "MESH",
@@ -63,9 +63,9 @@ def test_packed_scene_has_the_layouts_columns():
             "bvh_links": 2, "tris": scene.TRI_COLS, "top_links": 2, "lights": scene.LIGHT_COLS}
     for name, n in cols.items():
         assert getattr(sc, name).shape[1] == n, name
-    assert sc.headlight.shape == (scene.HEADLIGHT_COLS,)
+    assert sc.headlight.shape == (scene.HEADLIGHT_COLS,) and sc.background.shape == (scene.BACKGROUND_COLS,)
     assert list(scene.Scene.FIELDS) == ["geom_ids", "geom_info", "geom_param", "bvh_boxes", "bvh_links", "tris",
-                                        "top_links", "unbounded", "lights", "headlight"]
+                                        "top_links", "unbounded", "lights", "headlight", "background"]
     src = open(os.path.join(os.path.dirname(LAYOUT), "..", "..", "render_args.cpp")).read()
     names = re.search(r"kSceneFieldNames\[kSceneFields\] = \{([^}]+)\}", src).group(1)
     assert re.findall(r'"(\w+)"', names) == list(scene.Scene.FIELDS)  # the op's order, written in C++ once

@@ -187,7 +187,7 @@ class _Short:
     ("pixels_range", r"argument 'pixels' must hold indices in \[0, 300\)"),
     ("pixels_mosaic", r"a pixel list \('pixels'\) cannot be drawn into a mosaic"),
     ("scene_dtype", r"scene field 'geom_param' must have dtype Float, got Double"),
-    ("scene_count", r"argument 'scene' must hold the 10 fields of flycuda.scene.Scene.FIELDS, got 9 tensors"),
+    ("scene_count", r"argument 'scene' must hold the 11 fields of flycuda.scene.Scene.FIELDS, got 10 tensors"),
     ("workspace_missing", r"argument 'top_boxes' \(the workspace \[S, 5, 12\]\) is required"),
     ("workspace_unaligned", r"argument 'top_boxes' must start on a 16-byte boundary"),
 ])
@@ -495,3 +495,30 @@ def test_heightfield_renders_as_mujoco_warp_draws_it():
     ref = ref_render(tr.geom_xpos, tr.geom_xmat, tr.cam_pos[:, 0], tr.cam_mat[:, 0], [0], tr.scene,
                      fovy=tr.fovy[0], height=H, width=W)
     assert_images_close(tr.rgb, tr.depth, tr.seg, *ref)
+
+
+def test_rays_that_hit_nothing_show_the_skybox():
+    """A model with a gradient skybox: rays that hit nothing take its colour (bluer
+    looking up than down), equal to the float64 reference; without a skybox, black."""
+    from flycuda.bridge import Sim
+    from flycuda.render import TileRenderer
+
+    xml = """<mujoco><asset><texture type="skybox" builtin="gradient" rgb1="0.2 0.4 0.9" rgb2="0.9 0.5 0.1"
+      width="16" height="96"/></asset><worldbody><geom type="plane" size="1 1 0.1"/>
+      <geom type="sphere" size="0.1" pos="0 0 0.1"/>
+      <camera name="c" pos="0 -1 0.15" xyaxes="1 0 0 0 0 1" fovy="100"/></worldbody></mujoco>"""
+    sim = Sim.build(xml, 1, device="cpu")
+    sim.forward()
+    tr = TileRenderer(sim, "c", 24, 18, depth=True, seg=True)
+    tr.render()
+    sky = tr.seg[0] < 0
+    assert sky[0].all() and tr.scene.background.abs().sum() > 0
+    top = tr.rgb[0, 0].float().mean(0)
+    assert top[2] > top[0]  # looking up: blue over red
+    ref = ref_render(tr.geom_xpos, tr.geom_xmat, tr.cam_pos[:, 0], tr.cam_mat[:, 0], [0], tr.scene,
+                     fovy=tr.fovy[0], height=18, width=24)
+    assert_images_close(tr.rgb, tr.depth, tr.seg, *ref)
+    plain = TileRenderer(sim, "c", 24, 18, seg=True)
+    plain.scene.background.zero_()
+    plain.render()
+    assert torch.all(plain.rgb[0][sky] == 0)

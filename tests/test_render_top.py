@@ -231,7 +231,7 @@ def _bad_top(sc, case):
     ("leaf_count", r"argument 'top_links': node \d+ of the top level has a leaf of items \[\d+, \d+\), expected "
                    r"one item within \[0, 7\)"),
     ("leaf_range", r"argument 'top_links': node \d+ of the top level has a leaf of items \[99, 100\)"),
-    ("orphan", r"argument 'top_links': node \d+ of the top level is (reached twice|not reached from the root)"),
+    ("orphan", r"argument 'top_links': node \d+ (of the top level is reached twice|is not reached from the root)"),
     ("missing_geom", r"render-list geom \d+ \(bounded: rbound > 0\) must appear once, in a 'top_links' leaf, "
                      r"got [02] leaves"),
     ("plane_in_unbounded_twice", r"render-list geom 0 \(unbounded: rbound <= 0\) must appear once, in "

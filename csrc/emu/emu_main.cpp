@@ -285,6 +285,7 @@ void run_render_tiles(Case& c) {
   sc.unbounded = c.ptr<int32_t>("unbounded");
   sc.lights = c.ptr<float>("lights");
   sc.headlight = c.ptr<float>("headlight");
+  sc.background = c.ptr<float>("background");
   sc.nnode = rows_of(c, "bvh_boxes");
   sc.ntri = rows_of(c, "tris");
   sc.ntop = rows_of(c, "top_links");

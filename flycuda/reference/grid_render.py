@@ -592,6 +592,22 @@ def clear_pixel(v, t, q, py, px):
             v.seg[at] = -1
 
 
+def _fmaxf(a, b):
+    """C's fmaxf/fminf: a NaN argument loses."""
+    return b if np.isnan(a) else (a if np.isnan(b) else max(a, b))
+
+
+def _fminf(a, b):
+    return b if np.isnan(a) else (a if np.isnan(b) else min(a, b))
+
+
+def background(sc, d):
+    """pixel.h ``background``: the sky looking up blended into the one looking down."""
+    B = sc.background
+    up = _fminf(_fmaxf(F32(0.5) + F32(0.5) * d[2], ZERO), ONE)
+    return tuple(B[3 + i] + (B[i] - B[3 + i]) * up for i in range(3))
+
+
 def render_pixel(sc, v, t, w, q, py, px):
     acc = [ZERO, ZERO, ZERO]
     n = v.samples
@@ -612,6 +628,9 @@ def render_pixel(sc, v, t, w, q, py, px):
                     v.depth[i] = b.t * planar if b.k >= 0 else ZERO
                 if v.seg is not None:
                     v.seg[i] = sc.geom_ids[b.k] if b.k >= 0 else -1
+            if v.rgb is not None and b.k < 0:
+                col = background(sc, d)
+                acc = [acc[0] + col[0], acc[1] + col[1], acc[2] + col[2]]
             if v.rgb is not None and b.k >= 0:
                 col = shade(sc, w, top, cp, d, b, v.shadows)
                 acc = [acc[0] + col[0], acc[1] + col[1], acc[2] + col[2]]
@@ -729,6 +748,7 @@ class SceneArgs:
         self.unbounded = _ints(scene.unbounded)
         self.lights = _rows(scene.lights, 10)
         self.headlight = [F32(x) for x in _f32(scene.headlight).tolist()]
+        self.background = [F32(x) for x in _f32(scene.background).tolist()]
         self.ngeom, self.nnode, self.ntri = len(self.geom_ids), len(self.bvh_boxes), len(self.tris)
         self.ntop, self.nunbounded, self.nlight = len(self.top_links), len(self.unbounded), len(self.lights)
 

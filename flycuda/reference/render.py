@@ -191,6 +191,7 @@ def _render_camera(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fov
     param = scene.geom_param.cpu().to(F64)
     lights = scene.lights.cpu().to(F64)
     hl = scene.headlight.cpu().to(F64)
+    bg = scene.background.cpu().to(F64)
     gids = scene.geom_ids.cpu()
     for si, w in enumerate(int(x) for x in worlds):
         xpos = geom_xpos[w].cpu().to(F64)
@@ -235,7 +236,9 @@ def _render_camera(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fov
                         ks, _, _ = _trace(scene, xpos, xmat, so, (-L[0:3]).expand_as(d))
                         vis = (ks < 0).to(F64)
                     light = light + L[6:9] * (diff * vis)[:, None]
-                acc += torch.where(hit[:, None], base * light, torch.zeros_like(base))
+                up = (0.5 + 0.5 * d[:, 2]).clamp(0, 1)[:, None]  # the background: sky up -> down
+                sky = bg[3:6] + (bg[0:3] - bg[3:6]) * up
+                acc += torch.where(hit[:, None], base * light, sky)
         c = torch.nan_to_num(acc / (n * n), nan=0.0).clamp(0, 1)  # NaN -> 0, as to_u8
         rgb[si] = (c * 255 + 0.5).floor().to(torch.uint8).view(H, Wd, 3)
     return rgb, depth, seg

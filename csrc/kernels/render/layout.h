@@ -25,6 +25,9 @@ constexpr int kParamCols = 12, kParamSize = 0, kParamRgb = 3, kParamRgb2 = 6, kP
 constexpr int kLightCols = 10, kLightDir = 0, kLightAmbient = 3, kLightDiffuse = 6, kLightShadow = 9;
 // headlight float32 [kHeadlightCols]: ambient, diffuse.
 constexpr int kHeadlightCols = 6;
+// background float32 [kBackgroundCols]: the colour of rays that hit nothing, looking
+// straight up and straight down (the model's skybox; blended by the ray's elevation).
+constexpr int kBackgroundCols = 6;
 
 // BVH nodes (the meshes' and the per-world top level): each node holds the boxes
 // of BOTH its children, boxes float32 [N, kBoxCols] = child a (lo xyz, hi xyz),
@@ -80,6 +83,7 @@ struct Scene {
   const int32_t* unbounded;     // [U] render-list geoms outside the top level (planes)
   const float* lights;          // [L, kLightCols]
   const float* headlight;       // [kHeadlightCols]
+  const float* background;      // [kBackgroundCols]
   int32_t nnode, ntri, ntop, nunbounded, nlight;
 };
 

@@ -73,6 +73,14 @@ FLYCUDA_HOST_DEVICE inline V3 shade(const Scene& sc, int32_t w, const float* top
   return v3(base.x * light.x, base.y * light.y, base.z * light.z);
 }
 
+// The colour of a ray (direction d) that hits nothing: the background looking up,
+// blended into the one looking down by the ray's elevation.
+FLYCUDA_HOST_DEVICE inline V3 background(const Scene& sc, V3 d) {
+  const float* B = sc.background;
+  const float up = fminf(fmaxf(0.5f + 0.5f * d.z, 0.f), 1.f);
+  return v3(B[3] + (B[0] - B[3]) * up, B[4] + (B[1] - B[4]) * up, B[5] + (B[2] - B[5]) * up);
+}
+
 // Camera-frame direction of sub-sample (sx, sy) of pixel (px, py): MuJoCo Warp's compute_ray.
 FLYCUDA_HOST_DEVICE inline V3 camera_ray(int32_t px, int32_t py, int32_t sx, int32_t sy, int32_t n,
                                          int32_t width, int32_t height, float tan_half_fovy) {
@@ -177,6 +185,12 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
         const int64_t i = static_cast<int64_t>(at[0]) * tile_pixels(v) + at[2];
         if (v.depth) v.depth[i] = b.k >= 0 ? b.t * ray[6] : 0.f;
         if (v.seg) v.seg[i] = b.k >= 0 ? sc.geom_ids[b.k] : -1;
+      }
+      if (v.rgb && b.k < 0) {
+        const V3 col = background(sc, v3(ray[3], ray[4], ray[5]));
+        acc[0] = acc[0] + col.x;
+        acc[1] = acc[1] + col.y;
+        acc[2] = acc[2] + col.z;
       }
       if (v.rgb && b.k >= 0) {
         const V3 col = shade(sc, at[1], top, v3(ray[0], ray[1], ray[2]), v3(ray[3], ray[4], ray[5]), b, v.shadows);
