@@ -42,6 +42,24 @@ def _agreement(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
     return float(np.mean(r)), float(np.mean(d))
 
 
+def _hexagons(ours: np.ndarray, theirs: np.ndarray, path: str) -> None:
+    """One PNG: rows = flycuda's worlds (exact mode), then FlyGym's own readout of world
+    0's state; columns = left and right eye, as Retina.hex_pxls_to_human_readable draws them."""
+    import imageio.v3 as iio
+    from flygym.vision.retina import Retina
+
+    retina = Retina()
+
+    def row(readout):  # [2, O, 2] -> one image of both eyes (the readout's own column per ommatidium)
+        eyes = [retina.hex_pxls_to_human_readable(readout[e].max(-1), color_8bit=True) for e in range(2)]
+        return np.concatenate([np.asarray(e).reshape(e.shape[0], e.shape[1], -1)[..., 0] for e in eyes], 1)
+
+    img = np.concatenate([row(r) for r in ours] + [row(theirs)], 0)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    iio.imwrite(path, img.astype(np.uint8))
+    print(f"wrote {path}: rows = flycuda worlds 0..{len(ours) - 1} (exact), then FlyGym's own (world 0)")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--worlds", type=int, default=4)
@@ -49,6 +67,9 @@ def main(argv=None):
     p.add_argument("--frames", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-record", action="store_true")
+    p.add_argument("--hex", default="out/vision/hexagons.png", metavar="OUT.png",
+                   help="both eyes' readouts of world 0 as FlyGym's hexagon images: flycuda exact (top), "
+                        "FlyGym's own (bottom); '' for none")
     args = p.parse_args(argv)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     import flygym
@@ -84,6 +105,8 @@ def main(argv=None):
         rows.append([name, f"{1 / t:,.1f}", f"{t_fg / t:.1f}x", f"{v.rays_per_readout * 2:,}", f"{per_world:,}",
                      f"{r:.3f}", f"{mad:.3f}", err])
         print(f"{name}: {1 / t:,.1f} readouts/s per fly, r {r:.3f}", flush=True)
+    if args.hex:
+        _hexagons(modes["exact"].readouts[:2].numpy(), theirs, args.hex)
     table = format_table(["mode", "readouts/s per fly", "vs flygym", "rays per readout", "device B/world",
                           "r vs flygym", "MAD vs flygym", "MAD vs exact"], rows)
     print(table)
