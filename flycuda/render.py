@@ -105,9 +105,10 @@ class TileRenderer:
         from .ops import render_tiles_args
 
         key = (check, self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
-               self.rgb, self.depth, self.seg, self.top_boxes, self.timers)
+               self.rgb, self.depth, self.seg, self.top_boxes, self.timers, self.samples, self.shadows,
+               tuple(self.fovy))
         cached = self._args.get(check)
-        if cached is None or any(a is not b for a, b in zip(cached[0], key)):
+        if cached is None or any(not _same(a, b) for a, b in zip(cached[0], key)):
             args = render_tiles_args(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds,
                                      self.scene, fovy=self.fovy, height=self.height, width=self.width,
                                      rgb=self.rgb, depth=self.depth, seg=self.seg, mosaic_cols=self.cols,
@@ -172,6 +173,11 @@ class MjwRenderer:
 
     def render_mosaic(self) -> torch.Tensor:
         return mosaic(self.render())
+
+
+def _same(a, b) -> bool:
+    """The same tensor/object (identity), or an equal plain value (a number, a tuple)."""
+    return a is b or (isinstance(a, (bool, int, float, tuple)) and type(a) is type(b) and a == b)
 
 
 def _cameras(sim, cams: list):

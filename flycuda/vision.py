@@ -91,7 +91,12 @@ class Vision:
                      height=r.height, width=r.width, pixels=self.map.raw_pixels, rgb=self.pixels,
                      top_boxes=r.top_boxes, check=not self._checked)
         pool_ommatidia(self.pixels, *self.map.args(), self.readouts)
-        self._checked = True
+        # A first update captured into a CUDA graph skipped the index checks (no host
+        # copies while capturing): only one outside capture counts as checked.
+        from . import streams
+
+        if not streams.capturing(self.readouts.device):
+            self._checked = True
         return self.readouts
 
     def eye_images(self) -> torch.Tensor:

@@ -53,7 +53,8 @@ FLYCUDA_HOST_DEVICE inline RenderPlan plan_render_tiles(int64_t tiles, int64_t H
   }
   p.refit_threads = kRefitThreads;
   p.refit_blocks = S;
-  p.too_large = p.blocks > INT32_MAX || S > INT32_MAX || tiles * (P > 0 ? P : H * Wd) > (int64_t{1} << 40);
+  p.too_large = p.blocks > INT32_MAX || S > INT32_MAX || tiles > INT32_MAX || P > INT32_MAX ||
+                tiles * (P > 0 ? P : H * Wd) > (int64_t{1} << 40);
   return p;
 }
 

@@ -233,7 +233,7 @@ FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* t
       }
     } else if (mesh < 0) {  // a top-level leaf of a mesh: enter its frame
       const int32_t k = leaf_first(node);
-      const int32_t root = k < sc.ngeom ? sc.geom_info[kInfoCols * k + kInfoRoot] : -1;
+      const int32_t root = (k < sc.ngeom && leaf_count(node) > 0) ? sc.geom_info[kInfoCols * k + kInfoRoot] : -1;
       V3 ol, dl;
       if (root >= 0 && root < sc.nnode && sp < kStack && to_local(sc, w, k, r.o, r.d, ol, dl)) {
         stack[sp++] = kMarker;
