@@ -42,15 +42,21 @@ class TileRenderer:
         samples: n x n rays per pixel; shadows: shadow rays.
         groups: geom groups to show (MuJoCo Warp's default: 0, 1, 2).
         timers: keep in-kernel stage timers (``self.timers``, see :meth:`stage_times`).
+        pixels: int32 [P] pixel ids (``py * width + px``) to cast instead of every pixel
+            (e.g. the raw pixels a retina reads, :mod:`flycuda.vision`): the outputs
+            then hold P entries per image, [S(, C), P(, 3)]; no mosaic.
     """
 
     def __init__(self, sim, camera="track", width: int = 64, height: int = 48, worlds=None,
                  rgb: bool = True, depth: bool = False, seg: bool = False, mosaic: bool = False,
-                 samples: int = 1, shadows: bool = False, groups=(0, 1, 2), timers: bool = False):
+                 samples: int = 1, shadows: bool = False, groups=(0, 1, 2), timers: bool = False,
+                 pixels: torch.Tensor | None = None):
         if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
             raise RenderError(f"render size must be positive integers, got {width}x{height}")
         from .scene import pack_scene
 
+        if pixels is not None and mosaic:
+            raise RenderError("a pixel list cannot be drawn into a mosaic")
         self.sim, self.width, self.height = sim, width, height
         self.samples, self.shadows = samples, shadows
         dev, W = sim.device, sim.nworld
@@ -64,24 +70,27 @@ class TileRenderer:
         if not sel or min(sel) < 0 or max(sel) >= W:
             raise RenderError(f"worlds must be indices in [0, {W}), got {sel[:8]}")
         self.worlds = torch.tensor(sel, dtype=torch.int32, device=dev)
+        self.pixels = None if pixels is None else torch.as_tensor(pixels, dtype=torch.int32, device=dev).contiguous()
+        image = (height, width) if self.pixels is None else (self.pixels.numel(),)  # each image's outputs
         S = len(sel)
         self.cols = mosaic_shape(S)[1] * C if mosaic else 0
         images = math.ceil(S * C / self.cols) * self.cols if (mosaic and rgb) else S * C
         if rgb:
             self.rgb = (torch.zeros(math.ceil(S * C / self.cols) * height, self.cols * width, 3, dtype=torch.uint8,
-                                    device=dev) if mosaic else torch.zeros(S, C, height, width, 3, dtype=torch.uint8,
+                                    device=dev) if mosaic else torch.zeros(S, C, *image, 3, dtype=torch.uint8,
                                                                            device=dev))
         else:
             self.rgb = None
-        self.depth = torch.zeros(S, C, height, width, device=dev) if depth else None
-        self.seg = torch.full((S, C, height, width), -1, dtype=torch.int32, device=dev) if seg else None
+        self.depth = torch.zeros(S, C, *image, device=dev) if depth else None
+        self.seg = torch.full((S, C, *image), -1, dtype=torch.int32, device=dev) if seg else None
         if not several:  # one camera: [S, H, Wd(, 3)] views of the same buffers
             self.rgb = self.rgb[:, 0] if (self.rgb is not None and not mosaic) else self.rgb
             self.depth = self.depth[:, 0] if self.depth is not None else None
             self.seg = self.seg[:, 0] if self.seg is not None else None
         # Workspace: each selected world's top-level BVH, refit by every render.
         self.top_boxes = torch.empty(S, self.scene.top_links.shape[0], 12, device=dev)
-        blocks = launch_plan.render_blocks(images, height, width)  # one timer row per CUDA block
+        P = 0 if self.pixels is None else self.pixels.numel()
+        blocks = launch_plan.render_blocks(images, height, width, P)  # one timer row per CUDA block
         self.timers = torch.zeros(blocks, 5, dtype=torch.int64, device=dev) if timers else None
         self._validated = False  # the static scene's indices are checked on the first render
         self._args: dict = {}
@@ -105,15 +114,15 @@ class TileRenderer:
         from .ops import render_tiles_args
 
         key = (check, self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds, self.scene,
-               self.rgb, self.depth, self.seg, self.top_boxes, self.timers, self.samples, self.shadows,
-               tuple(self.fovy))
+               self.rgb, self.depth, self.seg, self.top_boxes, self.timers, self.pixels, self.samples,
+               self.shadows, tuple(self.fovy))
         cached = self._args.get(check)
         if cached is None or any(not _same(a, b) for a, b in zip(cached[0], key)):
             args = render_tiles_args(self.geom_xpos, self.geom_xmat, self.cam_pos, self.cam_mat, self.worlds,
                                      self.scene, fovy=self.fovy, height=self.height, width=self.width,
                                      rgb=self.rgb, depth=self.depth, seg=self.seg, mosaic_cols=self.cols,
-                                     samples=self.samples, shadows=self.shadows, top_boxes=self.top_boxes,
-                                     timers=self.timers, check=check)
+                                     samples=self.samples, shadows=self.shadows, pixels=self.pixels,
+                                     top_boxes=self.top_boxes, timers=self.timers, check=check)
             cached = self._args[check] = (key, args)
         return cached[1]
 
@@ -126,7 +135,8 @@ class TileRenderer:
         if self.timers is None:
             raise RenderError("stage_times needs TileRenderer(..., timers=True)")
         t = self.timers.sum(0).tolist()
-        rays = self.worlds.numel() * self.cam_pos.shape[1] * self.width * self.height * self.samples ** 2
+        per_image = self.width * self.height if self.pixels is None else self.pixels.numel()
+        rays = self.worlds.numel() * self.cam_pos.shape[1] * per_image * self.samples ** 2
         return {"trace": t[0], "shade": t[1], "chunks": t[2], "nodes": t[3], "triangles": t[4],
                 "per_ray": {"nodes": t[3] / rays, "triangles": t[4] / rays},
                 "unit": "cycles" if self.timers.is_cuda else "ns"}

@@ -208,16 +208,18 @@ def build_bvh(tris: np.ndarray, first_node: int, first_tri: int):
     return boxes.astype(np.float32), links.astype(np.int32), packed.reshape(n, TRI_COLS), depth
 
 
-def build_top(centers: np.ndarray, radii: np.ndarray):
+def build_top(centers: np.ndarray, radii: np.ndarray, items=None):
     """Topology of the top-level BVH over bounded geoms with rest-pose centers [n, 3]
-    and bounding radii [n]: (links [Nt, 2] with one-geom leaves (geom in [0, n)),
-    children after their parent; depth). render_tiles refits the boxes every frame."""
+    and bounding radii [n]: (links [Nt, 2] with one-geom leaves, children after their
+    parent; depth). A leaf holds ``items[i]`` for geom i (default i: the render-list
+    indices of the geoms). render_tiles refits the boxes every frame."""
     if len(centers) == 0:
         return np.zeros((0, 2), np.int32), 0
     c = np.asarray(centers, np.float64).reshape(-1, 3)
     r = np.asarray(radii, np.float64).reshape(-1, 1)
     nodes, order = _build_tree(c - r, c + r, c, leaf_size=1, sah_min=TOP_SAH_MIN)
-    nodes = [(lo, hi, a if a >= 0 else -1 - int(order[-1 - a]), b) for lo, hi, a, b in nodes]
+    item = np.arange(len(c)) if items is None else np.asarray(items, np.int64)
+    nodes = [(lo, hi, a if a >= 0 else -1 - int(item[order[-1 - a]]), b) for lo, hi, a, b in nodes]
     _, links, depth = _compact(nodes, 0, 0)
     return links.astype(np.int32), depth
 
@@ -325,9 +327,7 @@ def pack_scene(mjm, groups=(0, 1, 2), device="cpu") -> Scene:
     # Top level over the bounded geoms (leaves hold render-list indices), from the rest pose.
     rbound = np.asarray([p[PARAM_RBOUND] for p in params], np.float64)
     bounded, unbounded = np.flatnonzero(rbound > 0), np.flatnonzero(rbound <= 0)
-    top, top_depth = build_top(d.geom_xpos[np.asarray(ids, np.int64)[bounded]], rbound[bounded])
-    leaf = top < 0
-    top[leaf] = [make_leaf(bounded[leaf_range(x)[0]], leaf_range(x)[1]) for x in top[leaf]]
+    top, top_depth = build_top(d.geom_xpos[np.asarray(ids, np.int64)[bounded]], rbound[bounded], items=bounded)
     _check_depths(top_depth, mesh_depth)
     lights = []
     for li in range(mjm.nlight):

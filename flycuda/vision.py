@@ -68,14 +68,14 @@ class Vision:
         self.map = (retina.exact() if mode == "exact" else retina.fast(int(k))).to(sim.device)
         H, W = self.map.height, self.map.width
         try:  # FlyGym's eye renderer hides groups 1 and 2 (the fly's own head and markers)
-            self.renderer = TileRenderer(sim, cams, W, H, worlds=worlds, rgb=False, groups=(0,))
+            self.renderer = TileRenderer(sim, cams, W, H, worlds=worlds, groups=(0,), pixels=self.map.raw_pixels)
         except RenderError as e:
             raise VisionError(str(e)) from e
-        S, P = self.renderer.worlds.numel(), self.map.rays
-        self.pixels = torch.zeros(S, 2, P, 3, dtype=torch.uint8, device=sim.device)
+        self.pixels = self.renderer.rgb  # uint8 [S, 2, P, 3]: the listed raw pixels of each eye
+        S = self.renderer.worlds.numel()
         self.readouts = torch.zeros(S, 2, self.map.num_ommatidia, 2, dtype=torch.float32, device=sim.device)
         self.mode, self.k, self.cameras = mode, k, cams
-        self._checked = False
+        self._full = None  # eye_images' renderer, made on first use
 
     @property
     def rays_per_readout(self) -> int:
@@ -83,25 +83,18 @@ class Vision:
         return self.map.rays
 
     def update(self) -> torch.Tensor:
-        """Renders the eyes' listed pixels and pools them; returns ``readouts``."""
-        from .ops import pool_ommatidia, render_tiles
+        """Renders the eyes' listed pixels and pools them; returns ``readouts``. The
+        renderer validates the scene and pixel ids on its first render outside capture."""
+        from .ops import pool_ommatidia
 
-        r = self.renderer
-        render_tiles(r.geom_xpos, r.geom_xmat, r.cam_pos, r.cam_mat, r.worlds, r.scene, fovy=r.fovy,
-                     height=r.height, width=r.width, pixels=self.map.raw_pixels, rgb=self.pixels,
-                     top_boxes=r.top_boxes, check=not self._checked)
+        self.renderer.render()
         pool_ommatidia(self.pixels, *self.map.args(), self.readouts)
-        # A first update captured into a CUDA graph skipped the index checks (no host
-        # copies while capturing): only one outside capture counts as checked.
-        from . import streams
-
-        if not streams.capturing(self.readouts.device):
-            self._checked = True
         return self.readouts
 
     def eye_images(self) -> torch.Tensor:
         """Both eyes' full raw images uint8 [S, 2, H, W, 3] (FlyGym's uncorrected eye
         frames), for inspection and tests: a separate, full render."""
-        r = self.renderer
-        full = TileRenderer(r.sim, self.cameras, r.width, r.height, worlds=r.worlds.tolist(), groups=(0,))
-        return full.render()
+        if self._full is None:
+            r = self.renderer
+            self._full = TileRenderer(r.sim, self.cameras, r.width, r.height, worlds=r.worlds.tolist(), groups=(0,))
+        return self._full.render()

@@ -446,7 +446,7 @@ def test_named_cameras_not_evenly_spaced_follow_the_sim():
 def test_pixel_list_equals_those_pixels_of_the_full_image(prims):
     """A pixel list casts exactly the listed pixels: [S, C, P] outputs equal to the full
     images at those pixels, bit for bit, for repeated and unsorted ids too."""
-    from flycuda.render import TileRenderer
+    from flycuda.render import RenderError, TileRenderer
 
     sim, _ = prims
     cams = _two_cameras(sim)
@@ -462,6 +462,11 @@ def test_pixel_list_equals_those_pixels_of_the_full_image(prims):
     assert torch.equal(rgb, full.rgb.reshape(2, 2, 300, 3)[:, :, flat])
     assert torch.equal(seg, full.seg.reshape(2, 2, 300)[:, :, flat])
     assert torch.equal(depth, full.depth.reshape(2, 2, 300)[:, :, flat])
+    listed = TileRenderer(sim, cams, 20, 15, seg=True, pixels=ids)  # the renderer's own pixel-list mode
+    listed.render()
+    assert torch.equal(listed.rgb, rgb) and torch.equal(listed.seg, seg)
+    with pytest.raises(RenderError, match="a pixel list cannot be drawn into a mosaic"):
+        TileRenderer(sim, cams, 20, 15, mosaic=True, pixels=ids)
 
 
 def test_heightfield_renders_as_mujoco_warp_draws_it():

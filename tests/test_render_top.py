@@ -34,9 +34,7 @@ def _shuffled_top(sc, seed: int):
     rb = sc.geom_param[:, scene_mod.PARAM_RBOUND].numpy()
     bounded = np.flatnonzero(rb > 0)
     rng = np.random.default_rng(seed)
-    links, _ = scene_mod.build_top(rng.normal(size=(len(bounded), 3)), np.full(len(bounded), 0.1))
-    leaf = links < 0
-    links[leaf] = [scene_mod.make_leaf(bounded[scene_mod.leaf_range(x)[0]], 1) for x in links[leaf]]
+    links, _ = scene_mod.build_top(rng.normal(size=(len(bounded), 3)), np.full(len(bounded), 0.1), items=bounded)
     return replace(sc, top_links=torch.from_numpy(links))
 
 
