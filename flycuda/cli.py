@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to record, each KIND[:NAMES][@EVERY]: angles (always), qpos, qvel, ctrl, "
                         "actuator_force, body_pos:NAMES, body_quat:NAMES, sensor:NAMES; @N steps or @30hz "
                         "(e.g. --observe qpos@30hz body_pos:c_thorax 'sensor:*contact*')")
+    r.add_argument("--vision", nargs="?", const="exact", default=None, metavar="SPEC",
+                   help="record every world's ommatidia readouts (FlyGym's compound eyes; --model neuromechfly) "
+                        "into the store as 'vision': exact or fast[:K] (K rays per ommatidium), @STEPS or "
+                        "@RATEhz (default exact@500hz); a video then shows each world's eyes under its tile")
     r.add_argument("--record", default=None, metavar="OUT.zarr",
                    help="the recording: a zarr store (.zarr: streamed in chunks, any size; angles, targets and "
                         "every observable) or .npz (small runs: angles, targets, tracking errors)")
@@ -146,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--out", default="recording.mp4", metavar="VIDEO.mp4", help="the video to write")
     v.add_argument("--frames", default=None, metavar="OUT.png", help="also write the last frame as PNG")
     v.add_argument("--size", type=_size, default=(160, 120), metavar="WxH", help="tile size")
+    v.add_argument("--eyes", action=argparse.BooleanOptionalAction, default=None,
+                   help="draw each world's recorded eyes (--vision) under its tile (default: when recorded)")
     v.add_argument("--speed", type=_positive_float, default=1.0, help="playback speed (1: real time)")
     v.add_argument("--device", choices=["cuda", "cpu"], default=None)
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -190,6 +196,12 @@ def _check_paths(args) -> None:
     for path in (args.record, args.json, args.profile, args.render, args.frames, args.plot):
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise FileNotFoundError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    if args.vision and (args.model or "hexapod") == "hexapod":
+        raise ValueError("--vision needs a fly with eyes: --model neuromechfly (FlyGym's fly with its eye cameras)")
+    if args.vision:
+        from .vision_stage import parse_vision
+
+        parse_vision(args.vision)  # a bad spec fails before any build
     if args.record is not None and not args.record.endswith((".zarr", ".npz")):
         raise ValueError(f"--record must end in .zarr (a zarr store) or .npz (small runs), got {args.record}")
     if args.record and args.record.endswith(".zarr"):
@@ -370,7 +382,8 @@ def run_render(args) -> int:
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise FileNotFoundError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
     res = render_recording(args.store, args.out, worlds=args.worlds, camera=args.camera, size=args.size,
-                           speed=args.speed, png=args.frames, device=args.device, progress=not args.no_progress)
+                           speed=args.speed, png=args.frames, device=args.device, progress=not args.no_progress,
+                           eyes=args.eyes)
     print(f"flycuda render: {res.frames} frames x {res.worlds} worlds from {args.store}: "
           f"{res.images_per_s:,.0f} images/s")
     for p in res.outputs:

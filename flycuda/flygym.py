@@ -272,12 +272,13 @@ MODELS = {"neuromechfly": False, "neuromechfly-capsules": True}  # name -> simpl
 class Setup:
     """NeuroMechFly in ``worlds`` worlds as FlyGym's tutorial sets it up (adhesion on
     for all six legs), wrapped for flycuda: ``sim`` (flycuda Sim), ``gpu_sim``
-    (FlyGym's GPUSimulation), ``fly``, ``camera`` (name), ``act_ids`` [42]."""
+    (FlyGym's GPUSimulation), ``fly``, ``camera`` (name), ``act_ids`` [42]; ``vision``:
+    the fly with FlyGym's eye cameras (``add_vision``), for :mod:`flycuda.vision`."""
 
-    def __init__(self, name: str, worlds: int, device=None, timestep: float = TIMESTEP):
+    def __init__(self, name: str, worlds: int, device=None, timestep: float = TIMESTEP, vision: bool = False):
         if name not in MODELS:
             raise FlyGymError(f"unknown FlyGym model {name!r}; choose from {', '.join(MODELS)}")
-        self.fly, world, cam = neuromechfly(simplify_geom=MODELS[name])
+        self.fly, world, cam = neuromechfly(simplify_geom=MODELS[name], vision=vision)
         self.gpu_sim = gpu_simulation(world, worlds, device=device, timestep=timestep)
         self.sim = wrap(self.gpu_sim)
         self.camera = str(cam.name)

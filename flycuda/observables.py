@@ -32,7 +32,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -86,6 +86,9 @@ class Observable:
     column_names: list[str]
     every: int
     spec: str = ""  # what was asked for, with its rate in steps (e.g. "body_pos:c_thorax@333")
+    update: object = None  # None: a Data view, recorded inside every step; else a callable that
+    # computes ``source`` (e.g. flycuda.vision's readouts), run only at the samples' steps
+    attrs: dict = field(default_factory=dict)  # extra attrs of its stored array (e.g. the sample shape)
 
     @property
     def width(self) -> int:
@@ -102,6 +105,9 @@ def parse(text: str) -> Spec:
         raise ObservableError(f"an observable must be a non-empty string, got {text!r}")
     body, _, rate = text.strip().partition("@")
     kind, _, names = body.partition(":")
+    if kind == "vision":
+        raise ObservableError("the eyes' readouts are recorded with --vision [SPEC] (replay(vision=...)), "
+                              "not --observe")
     if kind not in KINDS:
         raise ObservableError(f"unknown observable {kind!r} in {text!r}; valid: {', '.join(KINDS)}")
     name_list = tuple(n.strip() for n in names.split(",") if n.strip())

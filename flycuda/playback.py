@@ -62,7 +62,7 @@ def _open(source) -> Recording:
 def render_recording(source, out: str | None = None, *, worlds="0:16", camera: str | None = None,
                      size=(160, 120), speed: float = 1.0, png: str | None = None, sim=None,
                      device: str | None = None, progress: bool = True, max_frames: int | None = None,
-                     frame_callback=None) -> PlaybackResult:
+                     frame_callback=None, eyes: bool | None = None, retina=None) -> PlaybackResult:
     """Renders the stored qpos of ``worlds`` as a mosaic video.
 
     Args:
@@ -76,6 +76,11 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
         sim: worlds to pose (``len(worlds)`` of the recorded model); built from the
             recording's model name when None.
         frame_callback: called with each mosaic (uint8 [H, W, 3] tensor).
+        eyes: draw each world's eyes under its tile (FlyGym's hexagon images of the
+            recorded ``vision`` readouts, the latest sample at or before each frame);
+            None: when the recording has them.
+        retina: the :class:`flycuda.retina.RetinaMap` they were recorded with
+            (default FlyGym's).
 
     Samples not written (an incomplete recording's NaN rows) end the video there.
     """
@@ -98,7 +103,8 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
         raise RecordingError(f"sim ({sim.nworld} worlds, nq={sim.mjm.nq}) does not fit the recording's qpos "
                              f"({len(ids)} worlds selected, nq={qpos.shape[2]})")
     fps = speed / (rec.every("qpos") * float(info["timestep"]))
-    renderer = TileRenderer(sim, camera=camera_arg(camera), width=size[0], height=size[1], mosaic=True)
+    eye_rows = _EyeRows(rec, ids, rec.every("qpos"), retina) if _want_eyes(rec, eyes) else None
+    renderer = TileRenderer(sim, camera=camera_arg(camera), width=size[0], height=size[1], mosaic=eye_rows is None)
     writer = FrameWriter(video=out, png=png, fps=fps) if (out or png) else None
     result = PlaybackResult(worlds=len(ids))
     view = sim.view("qpos")
@@ -107,7 +113,7 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
     bar = _bar(progress, rows)
     for k0 in range(0, rows, step):
         block = np.asarray(qpos.get_orthogonal_selection((ids, slice(k0, min(k0 + step, rows)), slice(None))))
-        if not _render_block(block, view, sim, renderer, writer, result, frame_callback, bar):
+        if not _render_block(block, k0, view, sim, renderer, eye_rows, writer, result, frame_callback, bar):
             break
     if bar is not None:
         bar.close()
@@ -116,8 +122,45 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
     return result
 
 
-def _render_block(block, view, sim, renderer, writer, result, frame_callback, bar) -> bool:
-    """Renders samples [S, r, nq]; False at the first sample not written (NaN)."""
+def _want_eyes(rec: Recording, eyes: bool | None) -> bool:
+    if eyes and "vision" not in rec.names:
+        raise RecordingError("the recording has no eyes' readouts to draw; record them with --vision "
+                             "(replay(vision=...))")
+    return "vision" in rec.names if eyes is None else bool(eyes)
+
+
+class _EyeRows:
+    """The recorded readouts to draw with qpos sample k: the latest vision sample at
+    or before its step, read one chunk of the selected worlds at a time."""
+
+    def __init__(self, rec: Recording, ids: list[int], qpos_every: int, retina=None):
+        from .vision import _flygym_retina
+
+        self.rec, self.ids, self.qpos_every = rec, ids, qpos_every
+        arr = rec["vision"]
+        self.every, self.rows, self.C = rec.every("vision"), arr.shape[1], max(1, arr.chunks[1])
+        self.retina = retina or _flygym_retina()
+        if arr.attrs.get("sample_shape", [0, 0, 0])[1] != self.retina.num_ommatidia:
+            raise RecordingError(f"the recorded eyes have {arr.attrs.get('sample_shape')} readouts but the retina "
+                                 f"{self.retina.num_ommatidia} ommatidia: pass the retina they were recorded with")
+        self.b0, self.block = -1, None
+
+    def at(self, k: int) -> np.ndarray:
+        r = min(k * self.qpos_every // self.every, self.rows - 1)
+        b0 = r // self.C * self.C
+        if b0 != self.b0:
+            self.block, self.b0 = self.rec.vision(self.ids, slice(b0, b0 + self.C)), b0
+        return self.block[:, r - b0]
+
+    def frame(self, renderer, k: int) -> torch.Tensor:
+        from .render import mosaic
+        from .vision import tiles_with_eyes
+
+        return mosaic(tiles_with_eyes(renderer.render(), torch.from_numpy(self.at(k)), self.retina))
+
+
+def _render_block(block, k0, view, sim, renderer, eye_rows, writer, result, frame_callback, bar) -> bool:
+    """Renders samples [S, r, nq] (sample k0 first); False at the first sample not written (NaN)."""
     for j in range(block.shape[1]):
         sample = torch.from_numpy(np.ascontiguousarray(block[:, j]))
         if torch.isnan(sample).any():
@@ -125,7 +168,7 @@ def _render_block(block, view, sim, renderer, writer, result, frame_callback, ba
         t0 = time.perf_counter()
         view.copy_(sample.to(view.device))
         sim.kinematics()
-        frame = renderer.render_mosaic()
+        frame = renderer.render_mosaic() if eye_rows is None else eye_rows.frame(renderer, k0 + j)
         if sim.device.type == "cuda":
             torch.cuda.synchronize(sim.device)
         result.seconds += time.perf_counter() - t0

@@ -161,9 +161,18 @@ class Recorder:
 
     # -- inside the step ---------------------------------------------------------------
     def record(self, step: torch.Tensor) -> None:
-        """Every observable's sample at the device counter (capturable)."""
+        """Every Data observable's sample at the device counter (capturable); those
+        with an ``update`` are recorded by :meth:`record_updated`."""
         for st in self.streams:
-            ops.record_chunk(st.obs.source, st.obs.columns, st.ring, step, every=st.obs.every)
+            if st.obs.update is None:
+                ops.record_chunk(st.obs.source, st.obs.columns, st.ring, step, every=st.obs.every)
+
+    def record_updated(self, step: torch.Tensor, name: str) -> None:
+        """Observable ``name`` (one with an ``update``): computed, then recorded at the
+        device counter (capturable). Its owner calls it at the steps of its samples."""
+        st = self.stream(name)
+        st.obs.update()
+        ops.record_chunk(st.obs.source, st.obs.columns, st.ring, step, every=st.obs.every)
 
     # -- between launches -------------------------------------------------------------
     def safe_until(self) -> int:

@@ -105,6 +105,20 @@ class Recording:
         [W, R, D] array unless ``worlds`` narrows it: meant for small runs or few worlds."""
         return torch.from_numpy(np.asarray(self[name][worlds]))
 
+    def samples(self, name: str, worlds=slice(None), rows=slice(None)) -> np.ndarray:
+        """float32 numpy samples of ``name`` [worlds, rows, ...], each row reshaped to
+        the array's ``sample_shape`` (vision: [2, O, 2], eye, ommatidium, (yellow,
+        pale)), else [D]; reads only the chunks ``worlds`` and ``rows`` touch."""
+        a = self[name]
+        data = np.asarray(a.get_orthogonal_selection((worlds, rows, slice(None))))
+        shape = a.attrs.get("sample_shape")
+        return data.reshape(*data.shape[:2], *shape) if shape else data
+
+    def vision(self, worlds=slice(None), rows=slice(None)) -> np.ndarray:
+        """The eyes' readouts float32 [worlds, rows, 2, O, 2] (``--vision``): sample k is
+        FlyGym's ``get_ommatidia_readouts`` layout after ``k * every("vision")`` steps."""
+        return self.samples("vision", worlds, rows)
+
     @property
     def recorded(self) -> torch.Tensor:
         """The driven joint angles [W, R, D] (small runs; see :meth:`read`)."""

@@ -58,7 +58,7 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
            progress: bool = True, sim: Sim | None = None, nconmax: int | None = None,
            njmax: int | None = None, interp: str = "linear", act_ids: torch.Tensor | None = None,
            keep_state: bool = False, warmup: float = 0.0, observe=("angles",), record=None,
-           overwrite: bool = False, chunk_bytes: int = CHUNK_BYTES) -> ReplayResult:
+           overwrite: bool = False, chunk_bytes: int = CHUNK_BYTES, vision=None, retina=None) -> ReplayResult:
     """Replays ``motion`` in ``worlds`` MuJoCo Warp worlds of ``model``.
 
     Args:
@@ -98,6 +98,10 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
             grow with the duration (:mod:`flycuda.recorder`).
         overwrite: replace an existing store at ``record``.
         chunk_bytes: about this many bytes per recorded chunk (device and host).
+        vision: record every world's ommatidia readouts (a fly with eye cameras):
+            ``"exact"``, ``"fast:K"``, with ``@STEPS`` or ``@HZhz`` (default 500 Hz), as
+            the array ``vision`` (:mod:`flycuda.vision_stage`); None: no vision.
+        retina: the :class:`flycuda.retina.RetinaMap` for ``vision`` (default FlyGym's).
 
     Returns:
         a :class:`ReplayResult` (its ``report()`` is what the CLI prints; its
@@ -110,6 +114,10 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
     offs = resolve_offsets(motion, worlds, snippet, offsets)
     check_motion_worlds(motion, worlds)
     specs = _observe_specs(observe)
+    if vision is not None:  # a bad spec fails before anything is built
+        from .vision_stage import parse_vision
+
+        vision = parse_vision(vision)
     target = _target(record, overwrite)
     if sim is None:
         sim = Sim.build(model, worlds, device=device, nconmax=nconmax, njmax=njmax)
@@ -122,6 +130,11 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
 
     run = _Run.setup(sim, motion, offs, duration, mode, interp, act_ids)
     observables = resolve(sim, specs, dof_names=motion.dof_names, adrs=run.adrs, default_every=record_every)
+    if vision is not None:
+        from .vision_stage import VisionStage
+
+        run.vision = VisionStage(sim, vision, run.step, retina)
+        observables.append(run.vision.observable())
     run.attach_recorder(observables, target is not None, chunk_bytes, steps_per_graph,
                         target.plan_worlds if target is not None else None)
     group, writer = _open_store(target, run, mode, interp)
@@ -195,7 +208,7 @@ def _open_store(target: Target | None, run: "_Run", mode: str, interp: str):
         W = target.worlds_total or sim.nworld
         wc = target.world_chunk or W
         arrays = [zstore.ArraySpec(st.obs.name, W, st.rows, st.obs.column_names, st.obs.every, wc, st.C,
-                                   st.obs.spec) for st in rec.streams]
+                                   st.obs.spec, st.obs.attrs) for st in rec.streams]
         ang = rec.stream("angles")
         arrays.insert(1, zstore.ArraySpec("targets", W, ang.rows, ang.obs.column_names, ang.obs.every, wc, ang.C))
         facts = dict(timestep=sim.timestep, worlds=W, steps=run.steps, mode=mode, interp=interp,
@@ -242,6 +255,7 @@ class _Run:
     fps_step: float            # recording frames per simulation step
     step: torch.Tensor         # the device step counter
     recorder: Recorder | None = None
+    vision: object = None      # a flycuda.vision_stage.VisionStage, or None
     done: int = 0              # steps run so far
     split: dict = field(default_factory=lambda: {"physics": 0.0, "flycuda ops": 0.0})
 
@@ -283,6 +297,8 @@ class _Run:
         tracker = self.recorder.add_tracker(
             lambda out, counter, advance: self.write_targets(out, advance, counter, dofs), settle_row)
         tracker.targets(tracker.buf[:, 0], tracker.counter, 0)  # checks dofs now, not on the side stream later
+        if self.vision is not None:
+            self.vision.attach(self.recorder)
 
     def write_targets(self, ctrl: torch.Tensor, advance: int, counter: torch.Tensor | None = None,
                       act_ids: torch.Tensor | None = None) -> None:
@@ -309,6 +325,8 @@ class _Run:
             for _ in range(warmup_steps):
                 self.sim.step()
         self.recorder.record(self.step)
+        if self.vision is not None:
+            self.vision.sample(0)
         self.recorder.flush_ready(0)
 
     def one_step(self, timed: bool = False) -> None:
@@ -337,6 +355,8 @@ class _Run:
     def advanced(self, n: int) -> None:
         """Counts ``n`` steps as run and queues out the chunks they completed."""
         self.done += n
+        if self.vision is not None:
+            self.vision.sample(self.done)
         self.recorder.flush_ready(self.done)
 
 
@@ -359,13 +379,25 @@ class _Renders:
     def render(self) -> None:
         t0 = time.perf_counter()
         with profiling.stage("render", cuda=self.run.on_cuda):
-            frame = self.renderer.render_mosaic()
+            frame = self._frame()
             if self.writer is not None:
                 self.writer.add(frame)
         _sync(self.run.sim)  # render is outside the graph: always measured
         self.seconds += time.perf_counter() - t0
         self.frames += 1
         self.last_step = self.run.done
+
+    def _frame(self):
+        """The mosaic; with the vision stage and a TileRenderer of tiles (not drawing
+        into a mosaic), each world's latest eye readouts beneath its tile."""
+        eyes, r = self.run.vision, self.renderer
+        if eyes is None or getattr(r, "cols", 1) != 0:
+            return r.render_mosaic()
+        from .render import mosaic
+        from .vision import tiles_with_eyes
+
+        readouts = eyes.vision.readouts[r.worlds.long()]
+        return mosaic(tiles_with_eyes(r.render(), readouts, eyes.vision.retina))
 
     def first(self) -> None:
         if self.active:
@@ -396,7 +428,8 @@ def _warm_up_and_split(run: _Run, renders: _Renders, t_start: float) -> tuple[fl
     Returns (set-up + first step seconds, per-stage seconds, wall seconds of the split steps)."""
     run.one_step()
     _sync(run.sim)
-    jit_seconds = time.perf_counter() - t_start - renders.seconds  # the first frame is render time
+    # the first frame is render time, the first eyes' sample vision time
+    jit_seconds = time.perf_counter() - t_start - renders.seconds - (run.vision.seconds if run.vision else 0.0)
     run.advanced(1)
     renders.after_step()
     n_split = min(SPLIT_STEPS, run.steps - run.done)
@@ -420,12 +453,14 @@ def _capture(run: _Run, use_graph: bool, steps_per_graph: int):
 
 def _timed_loop(run: _Run, renders: _Renders, cuda_graph, steps_per_graph: int, prof, bar) -> float:
     """The remaining steps: graph launches where a whole launch fits before the next due
-    frame and before a recording ring slot would be reused, eager steps otherwise.
+    frame or vision sample and before a recording ring slot would be reused, eager
+    steps otherwise.
     Returns the wall seconds."""
     _sync(run.sim)
     t0 = time.perf_counter()
     while run.done < run.steps:
-        room = min(run.steps, renders.next_due(run.done), run.recorder.safe_until())
+        room = min(run.steps, renders.next_due(run.done), run.recorder.safe_until(),
+                   run.vision.next_due(run.done) if run.vision is not None else run.steps)
         if cuda_graph is not None and run.done + steps_per_graph <= room:
             with profiling.stage("replay.graph_launch", cuda=run.on_cuda):
                 streams.launch_graph(cuda_graph)

@@ -50,6 +50,10 @@ class ReplayResult:
     recorder_device_bytes: int = 0  # device memory of the recording (rings, tracking)
     rows_written: dict = field(default_factory=dict)  # samples written per stored array
     render_afterwards: bool = False  # the video was rendered from the store after the run
+    vision: str = ""           # the vision stage's spec (flycuda.vision_stage), "" without one
+    vision_samples: int = 0    # readouts of every world taken
+    vision_rays: int = 0       # rays per readout (world and eye)
+    vision_device_bytes: int = 0  # device memory of the vision stage (rings not included)
 
     @property
     def recorded(self) -> torch.Tensor:
@@ -123,6 +127,12 @@ class ReplayResult:
             how = ", afterwards from the store" if self.render_afterwards else ""
             lines.append(f"  render         {self.render_frames} frames x {self.render_tiles} worlds: "
                          f"{self.render_images_per_s:,.0f} images/s, {1e3 * t / self.render_frames:.1f} ms per frame{how}")
+        if self.vision_samples:
+            t = self.split_seconds.get("vision", 0.0)
+            rate = self.vision_samples * self.worlds / t if t > 0 else math.nan
+            lines.append(f"  vision         {self.vision}: {self.vision_samples} samples x {self.worlds} worlds, "
+                         f"{rate:,.0f} readouts/s ({self.vision_rays:,} rays per eye); "
+                         f"{self.vision_device_bytes / 2**20:,.1f} MiB of device buffers")
         if self.out_dir:
             lines.append(f"  output folder  {self.out_dir}")
         for p in self.outputs:
@@ -161,6 +171,9 @@ def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wal
     if int(run.step[0]) != run.steps:  # the device counter must agree with the host's count
         raise RuntimeError(f"flycuda replay: device step counter {int(run.step[0])} != {run.steps} steps run")
     split = dict(split, render=renders.seconds)
+    eyes = run.vision
+    if eyes is not None:
+        split["vision"] = eyes.seconds
     sim, rec = run.sim, run.recorder
     tracker = rec.tracker
     sq = tracker.sq.cpu()
@@ -176,4 +189,6 @@ def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wal
         recording=Recording(recording) if recording is not None else None, track_sq=sq,
         track_count=tracker.count, store_bytes=writer.bytes_written if writer else 0,
         store_seconds=writer.seconds if writer else 0.0, recorder_device_bytes=rec.device_bytes(),
-        rows_written=dict(writer.rows) if writer else {})
+        rows_written=dict(writer.rows) if writer else {}, vision=str(eyes.spec) if eyes else "",
+        vision_samples=eyes.samples if eyes else 0, vision_rays=eyes.vision.rays_per_readout if eyes else 0,
+        vision_device_bytes=eyes.device_bytes() if eyes else 0)

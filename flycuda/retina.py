@@ -188,6 +188,22 @@ class RetinaMap:
         ids = self.id_map.reshape(-1).astype(np.int64)
         return np.bincount(ids[ids > 0] - 1, minlength=self.num_ommatidia)
 
+    def hex_images(self, readouts) -> torch.Tensor:
+        """FlyGym's human-readable hexagon images of readouts: float [..., O, 2] (the
+        ``[S, 2, O, 2]`` of :class:`flycuda.vision.Vision`, or samples read from a
+        recording) -> uint8 [..., H, W], each ommatidium's footprint filled with its
+        readout times 255 (truncated), 0 outside the lattice: what FlyGym's
+        ``Retina.hex_pxls_to_human_readable(readout.max(-1), color_8bit=True)`` draws
+        (the readout's one non-zero column per ommatidium). Torch, on the readouts'
+        device; numpy input gives a tensor too."""
+        x = torch.as_tensor(readouts)
+        if x.dim() < 2 or tuple(x.shape[-2:]) != (self.num_ommatidia, 2):
+            raise ValueError(f"hex_images: readouts must be [..., {self.num_ommatidia}, 2], got {tuple(x.shape)}")
+        val = (x.to(torch.float32).amax(-1) * 255).to(torch.uint8)  # float -> uint8 truncates, as numba's
+        val = torch.cat([torch.zeros_like(val[..., :1]), val], -1)  # id 0: outside the lattice, black
+        ids = torch.as_tensor(self.id_map.reshape(-1).astype(np.int64), device=x.device)
+        return val[..., ids].reshape(*x.shape[:-2], self.height, self.width)
+
     def exact(self) -> PoolingMap:
         """FlyGym's own pooling: every in-bounds fisheye pixel of every ommatidium, in
         raster order (FlyGym's accumulation order, duplicates kept), over the sorted

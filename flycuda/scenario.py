@@ -31,16 +31,16 @@ class Worlds:
     fly: object = None
 
 
-def build_worlds(model: str | None, n: int, device: str | None = None) -> Worlds:
+def build_worlds(model: str | None, n: int, device: str | None = None, vision: bool = False) -> Worlds:
     """``n`` worlds of ``model``: "hexapod" (or None), "neuromechfly", "neuromechfly-capsules"
-    (FlyGym, as its GPU tutorial builds it) or an MJCF path."""
+    (FlyGym, as its GPU tutorial builds it; ``vision``: with its eye cameras) or an MJCF path."""
     from .bridge import Sim
 
     model = model or "hexapod"
     if is_flygym_model(model):
         from . import flygym as fg
 
-        setup = fg.Setup(model, n, device=device)
+        setup = fg.Setup(model, n, device=device, vision=vision)
         return Worlds(setup.sim, setup.camera, setup.act_ids, setup.fly)
     return Worlds(Sim.build(None if model == "hexapod" else model, n, device=device), "track")
 
@@ -53,7 +53,7 @@ def choose(args, device: str, n: int):
     nmf = is_flygym_model(model)
     own = args.motion not in (None, "spotlight", "tripod")
     motion = load_motion(args.motion) if own else None  # a bad file fails before any build
-    worlds = build_worlds(model, n, device)
+    worlds = build_worlds(model, n, device, vision=bool(getattr(args, "vision", None)))
     act_ids, warmup = worlds.act_ids, 0.05 if nmf else 0.0
     if motion is None:
         if nmf:
@@ -103,7 +103,7 @@ def replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, 
     if live:
         writer = FrameWriter(video=args.render, png=args.frames, fps=30.0)
         cls = TileRenderer if args.renderer == "flycuda" else MjwRenderer
-        kw = {"mosaic": True} if cls is TileRenderer else {}
+        kw = {"mosaic": not getattr(args, "vision", None)} if cls is TileRenderer else {}  # eyes: tiles, then a mosaic
         renderer = cls(sim, camera=cams, width=args.render_size[0], height=args.render_size[1], **kw)
         render_every = args.render_every or max(1, round(1.0 / (30.0 * sim.timestep)))
     if target is not None:
@@ -114,7 +114,8 @@ def replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, 
                  steps_per_graph=args.steps_per_graph, record_every=args.record_every,
                  render_every=render_every, renderer=renderer, frame_writer=writer,
                  profile=args.profile if primary else None, progress=not args.no_progress and primary,
-                 sim=sim, interp=interp, act_ids=act_ids, warmup=warmup, observe=observe, record=target)
+                 sim=sim, interp=interp, act_ids=act_ids, warmup=warmup, observe=observe, record=target,
+                 vision=getattr(args, "vision", None))
     res.model = args.model or "hexapod"
     res.motion = motion_name(args)
     if writer is not None:

@@ -28,7 +28,7 @@ import queue
 import shutil
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class ArraySpec:
     world_chunk: int
     rows_chunk: int
     observable: str = ""  # the spec it was recorded from (flycuda.observables)
+    attrs: dict = field(default_factory=dict)  # more attrs (e.g. vision's sample shape and mode)
 
 
 def _zarr():
@@ -120,7 +121,7 @@ def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = Fa
                 chunks=(a.world_chunk, a.rows_chunk, max(1, len(a.columns))),
                 dimension_names=("world", "time", "column"),
                 attributes={"columns": list(a.columns), "every": a.every, "timestep": attrs.get("timestep"),
-                            "observable": a.observable, "rows_written": 0})
+                            "observable": a.observable, "rows_written": 0, **a.attrs})
         group.attrs["flycuda"] = {
             "format": FORMAT, **attrs, "versions": versions(), "command": list(sys.argv),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -44,6 +44,33 @@ def eye_cameras(mjm) -> list[str]:
     return [left[0], right[0]]
 
 
+def _flygym_retina():
+    """FlyGym's retina as a RetinaMap; VisionError naming the way out without FlyGym."""
+    from .retina import RetinaMap
+
+    try:
+        return RetinaMap.from_flygym()
+    except ImportError as e:
+        raise VisionError(f"FlyGym's retina needs FlyGym ({e}); install flycuda[flygym] (Python >= 3.12) or "
+                          f"pass retina=flycuda.retina.RetinaMap.load(PATH)") from None
+
+
+def _check_resolution(mjm, cams: list[str], retina) -> None:
+    """An eye camera that declares a resolution (MJCF ``resolution``) must have the
+    retina's: the retina's map reads raw images of exactly that size."""
+    import mujoco
+
+    for name in cams:
+        cid = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_CAMERA, name)
+        if cid < 0:
+            raise VisionError(f"the model has no camera {name!r}")
+        res = tuple(int(x) for x in mjm.cam_resolution[cid])
+        if res != (1, 1) and res != (retina.width, retina.height):
+            raise VisionError(f"eye camera {name!r} renders {res[0]}x{res[1]} but the retina reads "
+                              f"{retina.width}x{retina.height} images (width x height); use a retina of "
+                              f"that size or drop the camera's resolution")
+
+
 class Vision:
     """Ommatidia readouts [S, 2, O, 2] of the selected worlds' two eyes.
 
@@ -64,7 +91,12 @@ class Vision:
         if mode not in ("exact", "fast"):
             raise VisionError(f"mode must be 'exact' or 'fast', got {mode!r}")
         cams = list(cameras) if cameras is not None else eye_cameras(sim.mjm)
-        retina = retina or RetinaMap.from_flygym()
+        if len(cams) != 2:
+            raise VisionError(f"cameras must be the two eye cameras (left, right), got {cams}")
+        if mode == "fast" and not (isinstance(k, int) and k >= 1):
+            raise VisionError(f"k (rays per ommatidium) must be an integer >= 1, got {k!r}")
+        retina = retina or _flygym_retina()
+        _check_resolution(sim.mjm, cams, retina)
         self.map = (retina.exact() if mode == "exact" else retina.fast(int(k))).to(sim.device)
         H, W = self.map.height, self.map.width
         try:  # FlyGym's eye renderer hides groups 1 and 2 (the fly's own head and markers)
@@ -74,7 +106,7 @@ class Vision:
         self.pixels = self.renderer.rgb  # uint8 [S, 2, P, 3]: the listed raw pixels of each eye
         S = self.renderer.worlds.numel()
         self.readouts = torch.zeros(S, 2, self.map.num_ommatidia, 2, dtype=torch.float32, device=sim.device)
-        self.mode, self.k, self.cameras = mode, k, cams
+        self.mode, self.k, self.cameras, self.retina = mode, k, cams, retina
         self._full = None  # eye_images' renderer, made on first use
 
     @property
@@ -98,3 +130,33 @@ class Vision:
             r = self.renderer
             self._full = TileRenderer(r.sim, self.cameras, r.width, r.height, worlds=r.worlds.tolist(), groups=(0,))
         return self._full.render()
+
+
+# --- eyes in a video: FlyGym's hexagon images under each world's tile ------------------
+
+def eye_strip(images: torch.Tensor, width: int) -> torch.Tensor:
+    """Hexagon images uint8 [S, E, Hr, Wr] (:meth:`RetinaMap.hex_images`) -> uint8
+    [S, h, width, 3]: the E eyes side by side (left first), each area-scaled to
+    ``width // E`` pixels wide, grey."""
+    S, E, Hr, Wr = images.shape
+    w = max(1, width // E)
+    h = max(1, round(Hr * w / Wr))
+    small = torch.nn.functional.interpolate(images.reshape(S * E, 1, Hr, Wr).float(), size=(h, w), mode="area")
+    small = small.round_().clamp_(0, 255).to(torch.uint8).reshape(S, E, h, w)
+    strip = torch.zeros(S, h, width, 3, dtype=torch.uint8, device=images.device)
+    strip[:, :, :E * w] = small.permute(0, 2, 1, 3).reshape(S, h, E * w)[..., None]
+    return strip
+
+
+def tiles_with_eyes(tiles: torch.Tensor, readouts, retina) -> torch.Tensor:
+    """Each world's tile with its eyes beneath: tiles uint8 [S, H, Wd, 3] (or [S, C,
+    H, Wd, 3]: the cameras side by side) and readouts [S, 2, O, 2] (NaN: not recorded,
+    drawn black) -> uint8 [S, H + h, C * Wd, 3], for :func:`flycuda.render.mosaic`."""
+    if tiles.dim() == 5:
+        S, C, H, Wd, _ = tiles.shape
+        tiles = tiles.permute(0, 2, 1, 3, 4).reshape(S, H, C * Wd, 3)
+    x = torch.as_tensor(readouts).to(tiles.device)
+    if x.shape[0] != tiles.shape[0]:
+        raise VisionError(f"readouts of {x.shape[0]} worlds for {tiles.shape[0]} tiles")
+    strip = eye_strip(retina.hex_images(torch.nan_to_num(x, nan=0.0)), tiles.shape[2])
+    return torch.cat([tiles, strip], 1)

@@ -212,3 +212,34 @@ MJW_HFIELD_XML = """
   </worldbody>
 </mujoco>
 """
+
+
+# --- vision without FlyGym: the hexapod with two eye cameras, and a small retina ------
+
+def eyed_fly_xml() -> str:
+    """The built-in hexapod with FlyGym's eye camera names (looking left and right,
+    fovy 157 as FlyGym's), so flycuda.vision runs without FlyGym."""
+    from flycuda.model import fly_model_xml
+
+    track = '<camera name="track"'
+    eyes = ('<camera name="l_eye_cam_camera" pos="0.04 0.008 0.008" xyaxes="1 0 0 0 0.3 1" fovy="157"/>\n'
+            '      <camera name="r_eye_cam_camera" pos="0.04 -0.008 0.008" xyaxes="-1 0 0 0 -0.3 1" fovy="157"/>\n'
+            '      ')
+    xml = fly_model_xml()
+    return xml.replace(track, eyes + track, 1)
+
+
+def small_retina(height=37, width=30, cell=3, seed=5):
+    """A RetinaMap of odd size: cell x cell ommatidia on a grid (a border of pixels
+    outside the lattice), random pale/yellow types, FlyGym's fisheye constants."""
+    import numpy as np
+
+    from flycuda.retina import RetinaMap
+
+    rows, cols = (height - 2) // cell, (width - 2) // cell
+    id_map = np.zeros((height, width), np.int64)
+    for r in range(rows):
+        for c in range(cols):
+            id_map[1 + r * cell:1 + (r + 1) * cell, 1 + c * cell:1 + (c + 1) * cell] = r * cols + c + 1
+    pale = np.random.default_rng(seed).integers(0, 2, rows * cols)
+    return RetinaMap.from_arrays(id_map, pale)

@@ -241,6 +241,8 @@ def test_cli_without_flygym_exits_2_with_one_line(tmp_path):
     (["--model", "spotlight"], "model file not found: spotlight (or name one of: hexapod, neuromechfly"),
     (["--motion", "hexapod"], "motion file not found: hexapod (or name one of: tripod, spotlight)"),
     (["--warmup", "-1"], "argument --warmup: expected a number >= 0, got -1"),
+    (["--vision"], "--vision needs a fly with eyes: --model neuromechfly"),
+    (["--model", "neuromechfly", "--vision", "fast:0"], "bad vision spec 'fast:0'"),
 ])
 def test_cli_named_model_and_motion_errors(argv, msg, capsys):
     from flycuda.cli import main

@@ -75,3 +75,39 @@ def test_bad_input(eyes):
         Vision(eyes, mode="blurry")
     with pytest.raises(VisionError, match=r"worlds must be indices in \[0, 2\)"):
         Vision(eyes, worlds=[2])
+
+
+def test_hex_images_equal_flygyms_human_readable_images(eyes):
+    from flygym.vision.retina import Retina
+
+    from flycuda.vision import Vision
+
+    v = Vision(eyes)
+    out = v.update()
+    got = v.retina.hex_images(out)
+    retina = Retina()
+    for s in range(2):
+        for e in range(2):
+            want = retina.hex_pxls_to_human_readable(out[s, e].numpy().max(-1), color_8bit=True)
+            assert np.array_equal(got[s, e].numpy(), want), (s, e)
+
+
+def test_cli_replay_records_the_eyes_and_draws_them(tmp_path, capsys):
+    """The FlyGym-lane demo with --vision: NeuroMechFly's readouts in the store, its
+    video with both eyes of each world under its tile."""
+    import imageio.v3 as iio
+
+    from flycuda.cli import main
+    from flycuda.recording import Recording
+
+    rc = main(["replay", "--model", "neuromechfly", "--device", "cpu", "--worlds", "2", "--duration", "0.004",
+               "--warmup", "0", "--vision", "fast:2@20", "--out", str(tmp_path), "--render-size", "64x48",
+               "--no-progress"])
+    assert rc == 0
+    rec = Recording.open(str(tmp_path / "recording.zarr"))
+    v = rec.vision()
+    assert v.shape == (2, 3, 2, 721, 2) and rec.complete and not np.isnan(v).any()
+    assert (v.max(-1) > 0).mean() > 0.5
+    frame = iio.imread(str(tmp_path / "last_frame.png"))
+    assert frame.shape[0] > 48 and frame[48:].any()  # the eyes under the tiles
+    assert "vision         fast:2@20: 3 samples x 2 worlds" in capsys.readouterr().out

@@ -1,0 +1,153 @@
+"""The vision stage of a replay: every world's ommatidia readouts, recorded at a chosen rate.
+
+    flycuda replay --model neuromechfly --vision exact@500hz --out out/
+    replay(model, motion, vision="fast:4@100hz", record="out.zarr")
+
+SPEC is ``MODE[:K][@RATE]``: MODE ``exact`` (FlyGym's readout of flycuda's eye
+images, :class:`flycuda.vision.Vision`) or ``fast`` with K rays per ommatidium
+(default 4); RATE ``@STEPS`` or ``@HZhz`` (default 500 Hz). At every sample's step
+(between graph launches: the replay never runs a launch across one) the stage runs
+:meth:`Vision.update` (render the eyes' pixels, pool them) and records the readouts
+into the recording's ring with ``record_chunk`` at the device step counter; on CUDA
+those three launches are one captured CUDA graph after the first (eager, checked)
+sample. The readouts stream to the store as the array ``vision`` [world, time,
+2 * O * 2] (attrs ``sample_shape`` [2, O, 2]: eye (left, right), ommatidium,
+(yellow, pale)), chunk by chunk like every observable: nothing of size
+[worlds, samples, ...] is ever held. Like FlyGym's ``get_ommatidia_readouts`` after a
+step, the eyes see the geom poses MuJoCo computed during that step.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .observables import Observable
+
+__all__ = ["VisionSpec", "VisionStage", "parse_vision", "DEFAULT_HZ"]
+
+DEFAULT_HZ = 500.0  # FlyGym 1.x's vision_refresh_rate
+
+
+@dataclass(frozen=True)
+class VisionSpec:
+    """A parsed ``MODE[:K][@RATE]`` (``every`` steps or ``hz``; neither: DEFAULT_HZ)."""
+
+    mode: str = "exact"
+    k: int = 4
+    every: int | None = None
+    hz: float | None = None
+
+    def steps(self, timestep: float) -> int:
+        """Steps between samples (at least 1)."""
+        if self.every is not None:
+            return self.every
+        return max(1, round(1.0 / ((self.hz or DEFAULT_HZ) * timestep)))
+
+    def __str__(self) -> str:
+        rate = f"@{self.every}" if self.every is not None else f"@{self.hz or DEFAULT_HZ:g}hz"
+        return ("exact" if self.mode == "exact" else f"fast:{self.k}") + rate
+
+
+def parse_vision(text) -> VisionSpec:
+    """``"exact"``, ``"fast:8@100hz"``, ``"exact@20"``, True (exact at 500 Hz) or a
+    VisionSpec -> VisionSpec; a bad spec is one line naming what is valid."""
+    from .vision import VisionError
+
+    if isinstance(text, VisionSpec):
+        return text
+    if text is True:
+        return VisionSpec()
+    if not isinstance(text, str) or not text.strip():
+        raise VisionError(f"vision must be a spec such as 'exact', 'fast:4' or 'exact@100hz', got {text!r}")
+    body, _, rate = text.strip().lower().partition("@")
+    m = re.fullmatch(r"(exact|fast)(?::([0-9]+))?", body.strip())
+    if m is None or (m.group(1) == "exact" and m.group(2)) or (m.group(2) and int(m.group(2)) < 1):
+        raise VisionError(f"bad vision spec {text!r}: use exact or fast[:K] (K >= 1 rays per ommatidium), "
+                          f"optionally @STEPS or @RATEhz, e.g. fast:4@100hz")
+    every = hz = None
+    if rate:
+        r = rate.strip()
+        hz_m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*hz", r)
+        if r.isdigit() and int(r) >= 1:
+            every = int(r)
+        elif hz_m and math.isfinite(float(hz_m.group(1))) and float(hz_m.group(1)) > 0:
+            hz = float(hz_m.group(1))
+        else:
+            raise VisionError(f"bad vision rate in {text!r}: use @STEPS (an integer >= 1) or @RATEhz, e.g. @500hz")
+    return VisionSpec(m.group(1), int(m.group(2) or 4), every, hz)
+
+
+class VisionStage:
+    """The eyes of every world of ``sim`` sampled every ``spec.steps`` steps into the
+    replay's recording (see the module's text). ``step``: the replay's device counter."""
+
+    def __init__(self, sim, spec, step: torch.Tensor, retina=None):
+        from .vision import Vision
+
+        self.spec = parse_vision(spec)
+        self.sim, self.step = sim, step
+        self.vision = Vision(sim, mode=self.spec.mode, k=self.spec.k, retina=retina)
+        self.every = self.spec.steps(sim.timestep)
+        self.seconds, self.samples = 0.0, 0
+        self.recorder = None
+        self._graph = None
+
+    def observable(self) -> Observable:
+        """The readouts as an observable ``vision``: [W, 2 * O * 2] float32, recorded
+        by this stage (``update``), not inside the steps."""
+        v = self.vision
+        S, E, O, K = v.readouts.shape
+        names = [f"{eye}{o}:{kind}" for eye in ("L", "R") for o in range(O) for kind in ("yellow", "pale")]
+        attrs = {"sample_shape": [E, O, K], "dims": ["eye", "ommatidium", "type"], "eyes": ["left", "right"],
+                 "types": ["yellow", "pale"], "cameras": list(v.cameras), "mode": v.mode,
+                 "k": v.k if v.mode == "fast" else None, "rays_per_readout": v.rays_per_readout}
+        columns = torch.arange(E * O * K, dtype=torch.int32, device=v.readouts.device)
+        return Observable("vision", "vision", v.readouts.view(S, -1), columns, names, self.every,
+                          f"vision:{self.spec}", update=v.update, attrs=attrs)
+
+    def attach(self, recorder) -> None:
+        """The replay's recorder, which holds the ``vision`` ring."""
+        self.recorder = recorder
+
+    def next_due(self, done: int) -> int:
+        """The next step after ``done`` at which a sample is due."""
+        return (done // self.every + 1) * self.every
+
+    def sample(self, done: int) -> None:
+        """The sample of step ``done`` when one is due (the device counter equals
+        ``done``): eager and checked the first time, a captured graph on CUDA after."""
+        if done % self.every:
+            return
+        t0 = time.perf_counter()
+        if self._graph is not None:
+            from . import streams
+
+            streams.launch_graph(self._graph)
+        else:
+            self._record()
+            if self.sim.device.type == "cuda" and self.samples >= 1:
+                self._graph = self._capture()
+        if self.sim.device.type == "cuda":
+            torch.cuda.synchronize(self.sim.device)  # outside the step graph: always measured
+        self.seconds += time.perf_counter() - t0
+        self.samples += 1
+
+    def _record(self) -> None:
+        self.recorder.record_updated(self.step, "vision")
+
+    def _capture(self):
+        from . import streams
+
+        return streams.capture_graph(self._record, self.sim.wp_device)
+
+    def device_bytes(self) -> int:
+        """Device memory of the stage (eye pixels, readouts, the renderer's BVH
+        workspace, the pooling map), the recording's ring not included."""
+        v, r = self.vision, self.vision.renderer
+        ts = [v.pixels, v.readouts, r.top_boxes, *v.map.args(), v.map.raw_pixels]
+        return sum(t.numel() * t.element_size() for t in ts if t is not None)
