@@ -76,6 +76,17 @@ else
   fi
 fi
 export FLYCUDA_LANE="$LANE"
+# FlyGym's own vision (MuJoCo's OpenGL renderer), the reference flycuda.vision is tested
+# against, needs an OpenGL; without a display that is Debian's libosmesa6 (MUJOCO_GL=osmesa).
+if [ "$LANE" = flygym ] && ! ldconfig -p 2>/dev/null | grep -q libOSMesa; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing libosmesa6 (software OpenGL for FlyGym's own vision)" >&2
+    { apt-get install -y -qq libosmesa6 || { apt-get update -qq && apt-get install -y -qq libosmesa6; }; } \
+      >/dev/null 2>&1 || echo "run.sh: could not install libosmesa6: tests against FlyGym's own vision skip" >&2
+  else
+    echo "run.sh: no libOSMesa (apt-get install libosmesa6): tests against FlyGym's own vision skip" >&2
+  fi
+fi
 export MAX_JOBS="${MAX_JOBS:-$(nproc)}"
 
 # Build: a first `pip install -e` (registers the `flycuda` command), then
@@ -95,7 +106,8 @@ case "$cmd" in
   demo)  # no options: the default replay; its recording (zarr), the video rendered from it, last frame and plot in out/demo
     if [ $# -eq 0 ]; then
       if [ "$LANE" = flygym ]; then  # NeuroMechFly replaying FlyGym's Spotlight clip, FlyGym-exact targets
-        set -- --model neuromechfly --motion spotlight --snippet 0.2 --out out/demo --overwrite --render-size 160x120
+        set -- --model neuromechfly --motion spotlight --snippet 0.2 --vision exact@100hz --out out/demo --overwrite \
+          --render-size 160x120
       else
         set -- --out out/demo --overwrite --snippet 0.5 --render-size 160x120
       fi

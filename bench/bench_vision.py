@@ -37,9 +37,10 @@ def _timed(fn, n):
 
 def _agreement(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
     """Mean over eyes of Pearson r and mean |difference| of per-ommatidium readouts."""
-    r = [np.corrcoef(ours[e].sum(-1), theirs[e].sum(-1))[0, 1] for e in range(2)]
-    d = [np.abs(ours[e].sum(-1) - theirs[e].sum(-1)).mean() for e in range(2)]
-    return float(np.mean(r)), float(np.mean(d))
+    from flycuda.vision import agreement
+
+    a = agreement(ours, theirs)
+    return float(np.mean(a["r"])), float(np.mean(a["mad"]))
 
 
 def _hexagons(ours: np.ndarray, theirs: np.ndarray, path: str) -> None:
@@ -72,9 +73,6 @@ def main(argv=None):
                         "FlyGym's own (bottom); '' for none")
     args = p.parse_args(argv)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
-    import flygym
-    import mujoco
-
     from flycuda import flygym as fg
     from flycuda.vision import Vision
 
@@ -82,10 +80,10 @@ def main(argv=None):
     sim = fg.wrap(fg.gpu_simulation(world, args.worlds, device="cpu"))
     for _ in range(3):
         sim.step()
-    fsim = flygym.Simulation(world)
-    fsim.mj_data.qpos[:] = sim.view("qpos")[0].double().numpy()
-    mujoco.mj_forward(fsim.mj_model, fsim.mj_data)
-    theirs = fsim.get_ommatidia_readouts(fly.name)  # also builds FlyGym's renderer (not timed)
+    sim.kinematics()  # geom poses of the final qpos, as FlyGym's mj_forward computes them
+    fg_eyes = fg.FlyGymEyes(world, fly)
+    fsim = fg_eyes.sim
+    theirs = fg_eyes.readouts(sim.view("qpos")[0])  # also builds FlyGym's renderer (not timed)
     modes = {"exact": Vision(sim)} | {f"fast k={k}": Vision(sim, mode="fast", k=k) for k in args.ks}
     exact = modes["exact"].update().clone()
     times = {name: [] for name in ["flygym", *modes]}

@@ -272,13 +272,14 @@ MODELS = {"neuromechfly": False, "neuromechfly-capsules": True}  # name -> simpl
 class Setup:
     """NeuroMechFly in ``worlds`` worlds as FlyGym's tutorial sets it up (adhesion on
     for all six legs), wrapped for flycuda: ``sim`` (flycuda Sim), ``gpu_sim``
-    (FlyGym's GPUSimulation), ``fly``, ``camera`` (name), ``act_ids`` [42]; ``vision``:
+    (FlyGym's GPUSimulation), ``fly``, ``world`` (FlyGym's), ``camera`` (name), ``act_ids`` [42]; ``vision``:
     the fly with FlyGym's eye cameras (``add_vision``), for :mod:`flycuda.vision`."""
 
     def __init__(self, name: str, worlds: int, device=None, timestep: float = TIMESTEP, vision: bool = False):
         if name not in MODELS:
             raise FlyGymError(f"unknown FlyGym model {name!r}; choose from {', '.join(MODELS)}")
-        self.fly, world, cam = neuromechfly(simplify_geom=MODELS[name], vision=vision)
+        self.fly, self.world, cam = neuromechfly(simplify_geom=MODELS[name], vision=vision)
+        world = self.world
         self.gpu_sim = gpu_simulation(world, worlds, device=device, timestep=timestep)
         self.sim = wrap(self.gpu_sim)
         self.camera = str(cam.name)
@@ -286,6 +287,28 @@ class Setup:
         wp, _ = _import_warp()
         with wp.ScopedDevice(self.sim.wp_device):
             self.gpu_sim.set_leg_adhesion_states(self.fly.name, np.ones((worlds, 6), dtype=np.float32))
+
+
+class FlyGymEyes:
+    """FlyGym's own vision of given states: its CPU ``Simulation.get_ommatidia_readouts``
+    (MuJoCo's OpenGL renderer at 512 x 450, then its Retina), the reference
+    :mod:`flycuda.vision` is measured against. ``world``/``fly``: as
+    :func:`neuromechfly` (vision=True) returns them. Needs an OpenGL: on a machine
+    without a display, ``MUJOCO_GL=osmesa`` (Debian's libosmesa6) set before mujoco
+    is imported."""
+
+    def __init__(self, world, fly):
+        flygym = require()
+        self.sim, self.fly = flygym.Simulation(world), fly
+
+    def readouts(self, qpos) -> np.ndarray:
+        """float32 [2, 721, 2] of the fly posed at ``qpos`` (one world's, any array)."""
+        import mujoco
+
+        data = self.sim.mj_data
+        data.qpos[:] = np.asarray(torch.as_tensor(qpos).cpu(), dtype=np.float64)
+        mujoco.mj_forward(self.sim.mj_model, data)
+        return np.asarray(self.sim.get_ommatidia_readouts(self.fly.name), dtype=np.float32)
 
 
 # --- recordings: FlyGym's RecordedTrajectory <-> flycuda's store ------------------------

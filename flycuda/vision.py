@@ -20,6 +20,7 @@ FlyGym's own readouts is measured in bench/bench_vision.py.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .render import RenderError, TileRenderer
@@ -130,6 +131,19 @@ class Vision:
             r = self.renderer
             self._full = TileRenderer(r.sim, self.cameras, r.width, r.height, worlds=r.worlds.tolist(), groups=(0,))
         return self._full.render()
+
+
+def agreement(ours, theirs) -> dict:
+    """How well readouts [2, O, 2] agree with reference ones (e.g. FlyGym's own, see
+    :class:`flycuda.flygym.FlyGymEyes`): per eye, the Pearson r over ommatidia and the
+    mean absolute difference (on [0, 1]) of each ommatidium's readout (its one
+    non-zero column). {"r": [left, right], "mad": [left, right]}."""
+    a = np.asarray(torch.as_tensor(ours).cpu(), dtype=np.float64).sum(-1)
+    b = np.asarray(torch.as_tensor(theirs).cpu(), dtype=np.float64).sum(-1)
+    if a.shape != b.shape or a.ndim != 2:
+        raise VisionError(f"agreement: readouts must both be [2, O, 2], got {np.shape(ours)} and {np.shape(theirs)}")
+    return {"r": [float(np.corrcoef(a[e], b[e])[0, 1]) for e in range(a.shape[0])],
+            "mad": [float(np.abs(a[e] - b[e]).mean()) for e in range(a.shape[0])]}
 
 
 # --- eyes in a video: FlyGym's hexagon images under each world's tile ------------------

@@ -1,5 +1,6 @@
 """pytest configuration: device parametrization, GPU/Warp skips, seeded RNG."""
 
+import ctypes.util
 import importlib.util
 import os
 import sys
@@ -8,6 +9,11 @@ import pytest
 import torch
 
 import flycuda
+
+# FlyGym's own vision (MuJoCo's OpenGL renderer) in software where there is no display.
+# Tests run it in a subprocess with MUJOCO_GL=osmesa: libOSMesa brings its own LLVM,
+# which crashes a process that also loads Triton's (torch.compile, opcheck).
+OSMESA = ctypes.util.find_library("OSMesa") is not None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -19,6 +25,8 @@ def pytest_collection_modifyitems(config, items):
     if not flygym_ok and os.environ.get("FLYCUDA_REQUIRE_FLYGYM") == "1":
         raise pytest.UsageError("FLYCUDA_REQUIRE_FLYGYM=1 (the FlyGym lane) but FlyGym cannot be imported "
                                 f"on Python {sys.version.split()[0]}")
+    gl_ok = OSMESA
+    skip_gl = pytest.mark.skip(reason="needs an OpenGL for MuJoCo's renderer (here: apt-get install libosmesa6)")
     skip_flygym = pytest.mark.skip(reason="needs FlyGym 2.x (Python >= 3.12; the FlyGym lane)")
     for item in items:
         if "needs_flygym" in item.keywords and not flygym_ok:
@@ -27,6 +35,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_cuda)
         if "needs_warp" in item.keywords and not warp_ok:
             item.add_marker(skip_warp)
+        if "needs_opengl" in item.keywords and not gl_ok:
+            item.add_marker(skip_gl)
 
 
 @pytest.fixture(autouse=True)

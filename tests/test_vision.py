@@ -14,7 +14,8 @@ pytestmark = [pytest.mark.needs_warp, pytest.mark.needs_flygym]
 
 
 @pytest.fixture(scope="module")
-def eyes():
+def nmf():
+    """NeuroMechFly with its eyes in two worlds of different poses: (sim, fly, world)."""
     from flycuda import flygym as fg
 
     fly, world, _ = fg.neuromechfly(vision=True)
@@ -24,7 +25,12 @@ def eyes():
     for _ in range(4):  # the two worlds in different poses
         sim.step()
         ctrl[1] *= -1
-    return sim
+    return sim, fly, world
+
+
+@pytest.fixture(scope="module")
+def eyes(nmf):
+    return nmf[0]
 
 
 def test_exact_mode_is_flygyms_pooling_of_flycudas_eye_images(eyes):
@@ -111,3 +117,39 @@ def test_cli_replay_records_the_eyes_and_draws_them(tmp_path, capsys):
     frame = iio.imread(str(tmp_path / "last_frame.png"))
     assert frame.shape[0] > 48 and frame[48:].any()  # the eyes under the tiles
     assert "vision         fast:2@20: 3 samples x 2 worlds" in capsys.readouterr().out
+
+
+FIDELITY = """
+import json, torch
+from flycuda import flygym as fg
+from flycuda.vision import Vision, agreement
+fly, world, _ = fg.neuromechfly(vision=True)
+sim = fg.wrap(fg.gpu_simulation(world, 2, device="cpu"))
+ctrl = sim.view("ctrl")
+ctrl.copy_(torch.linspace(-0.2, 0.2, ctrl.numel()).view_as(ctrl))
+for _ in range(4):
+    sim.step()
+    ctrl[1] *= -1
+sim.kinematics()  # geom poses of the current qpos, as FlyGym's mj_forward computes them
+ours = Vision(sim).update()
+theirs = fg.FlyGymEyes(world, fly)
+print(json.dumps([agreement(ours[w], theirs.readouts(sim.view("qpos")[w])) for w in range(2)]))
+"""
+
+
+@pytest.mark.needs_opengl
+def test_fidelity_against_flygyms_own_vision():
+    """flycuda's exact readouts against FlyGym's get_ommatidia_readouts (MuJoCo's OpenGL
+    renderer, osmesa, in a subprocess: see conftest.py) of the same states: the issue's
+    goal r >= 0.95 per eye, and a mean |difference| bound that a black sky, a headlight
+    along each ray or a wrong eye image breaks (measured 0.022-0.023)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MUJOCO_GL="osmesa", PYOPENGL_PLATFORM="osmesa")
+    out = subprocess.run([sys.executable, "-c", FIDELITY], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for w, a in enumerate(json.loads(out.stdout.strip().splitlines()[-1])):
+        assert min(a["r"]) >= 0.95 and max(a["mad"]) <= 0.035, (w, a)

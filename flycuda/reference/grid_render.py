@@ -525,12 +525,12 @@ def shadowed_lights(sc, w, top, p, n, t) -> int:
     return mask
 
 
-def shade(sc, w, top, o, d, b: Best, shadows: bool):
+def shade(sc, w, top, o, d, b: Best, shadows: bool, cm):
     n = hit_normal(sc, w, o, d, b)
     p = add(o, mul(d, b.t))
     hidden = shadowed_lights(sc, w, top, p, n, b.t) if shadows else 0
     H = sc.headlight
-    hd = np.fmax(ZERO, -dot(n, d))
+    hd = np.fmax(ZERO, dot(n, (cm[2], cm[5], cm[8])))  # MuJoCo's headlight: along the camera's axis
     light = (H[0] + H[3] * hd, H[1] + H[4] * hd, H[2] + H[5] * hd)
     for l in range(sc.nlight):
         L = sc.lights[l]
@@ -632,7 +632,7 @@ def render_pixel(sc, v, t, w, q, py, px):
                 col = background(sc, d)
                 acc = [acc[0] + col[0], acc[1] + col[1], acc[2] + col[2]]
             if v.rgb is not None and b.k >= 0:
-                col = shade(sc, w, top, cp, d, b, v.shadows)
+                col = shade(sc, w, top, cp, d, b, v.shadows, v.cam_mat[w][c])
                 acc = [acc[0] + col[0], acc[1] + col[1], acc[2] + col[2]]
     if v.rgb is None:
         return

@@ -225,7 +225,7 @@ def _render_camera(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fov
                     odd = (torch.floor(pl[:, 0] / torch.where(checker, P[:, 9], torch.ones_like(P[:, 9]))) +
                            torch.floor(pl[:, 1] / torch.where(checker, P[:, 9], torch.ones_like(P[:, 9])))) % 2 != 0
                     base = torch.where((checker & odd)[:, None], P[:, 6:9], base)
-                hd = (-(nrm * d).sum(-1)).clamp(min=0)
+                hd = (nrm @ Rc[:, 2]).clamp(min=0)  # MuJoCo's headlight: along the camera's view axis
                 light = hl[0:3] + hl[3:6] * hd[:, None]
                 for L in lights:
                     light = light + L[3:6]

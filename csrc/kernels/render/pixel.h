@@ -44,14 +44,17 @@ FLYCUDA_HOST_DEVICE inline uint32_t shadowed_lights(const Scene& sc, int32_t w, 
   return mask;
 }
 
-// Shaded color of hit b of the world ray (o, d): base * (ambient + headlight + lights).
+// Shaded color of hit b of the world ray (o, d) of the camera with orientation cm
+// (row-major, camera to world): base * (ambient + headlight + lights). The headlight
+// is MuJoCo's: a directional light along the camera's view axis (the same for every
+// pixel, as MuJoCo's OpenGL renderer and MuJoCo Warp's light it), not along each ray.
 FLYCUDA_HOST_DEVICE inline V3 shade(const Scene& sc, int32_t w, const float* top, V3 o, V3 d, const Best& b,
-                                    bool shadows) {
+                                    bool shadows, const float* cm) {
   const V3 n = hit_normal(sc, w, o, d, b);
   const V3 p = add(o, mul(d, b.t));
   const uint32_t hidden = shadows ? shadowed_lights(sc, w, top, p, n, b.t) : 0u;
   const float* H = sc.headlight;
-  const float hd = fmaxf(0.f, -dot(n, d));
+  const float hd = fmaxf(0.f, dot(n, v3(cm[2], cm[5], cm[8])));  // the camera's backward axis
   V3 light = v3(H[0] + H[3] * hd, H[1] + H[4] * hd, H[2] + H[5] * hd);
   for (int32_t l = 0; l < sc.nlight; ++l) {
     const float* L = sc.lights + kLightCols * l;
@@ -193,7 +196,8 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
         acc[2] = acc[2] + col.z;
       }
       if (v.rgb && b.k >= 0) {
-        const V3 col = shade(sc, at[1], top, v3(ray[0], ray[1], ray[2]), v3(ray[3], ray[4], ray[5]), b, v.shadows);
+        const float* cm = v.cam_mat + at[1] * v.cm_s0 + (at[0] % v.ncam) * v.cm_s1;
+        const V3 col = shade(sc, at[1], top, v3(ray[0], ray[1], ray[2]), v3(ray[3], ray[4], ray[5]), b, v.shadows, cm);
         acc[0] = acc[0] + col.x;  // statements, not a comma list: C++20 deprecates using a volatile
         acc[1] = acc[1] + col.y;  // assignment's value (-Werror=volatile in the emulator's build)
         acc[2] = acc[2] + col.z;
