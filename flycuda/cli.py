@@ -198,6 +198,9 @@ def _check_paths(args) -> None:
             raise FileNotFoundError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
     if args.vision and (args.model or "hexapod") == "hexapod":
         raise ValueError("--vision needs a fly with eyes: --model neuromechfly (FlyGym's fly with its eye cameras)")
+    if args.vision and args.record and args.record.endswith(".npz"):
+        raise ValueError("--vision readouts go into a .zarr store (--record out.zarr); an .npz keeps only the "
+                         "joint angles and targets")
     if args.vision:
         from .vision_stage import parse_vision
 

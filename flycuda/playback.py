@@ -77,8 +77,9 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
             recording's model name when None.
         frame_callback: called with each mosaic (uint8 [H, W, 3] tensor).
         eyes: draw each world's eyes under its tile (FlyGym's hexagon images of the
-            recorded ``vision`` readouts, the latest sample at or before each frame);
-            None: when the recording has them.
+            recorded ``vision`` readouts, the latest sample at or before each frame; the
+            eyes saw the poses of the step before their sample, the frame is posed at
+            its own qpos); None: when the recording has them.
         retina: the :class:`flycuda.retina.RetinaMap` they were recorded with
             (default FlyGym's).
 

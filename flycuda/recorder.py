@@ -125,6 +125,8 @@ class Recorder:
     def _stream(self, obs: Observable, steps: int, chunk_bytes: int, min_rows: int) -> _Stream:
         W, D = obs.source.shape[0], obs.width
         rows = obs.rows(steps)
+        if obs.update is not None:  # sampled between launches (flycuda.vision_stage): no launch to align with
+            min_rows = 1
         C = rows_per_chunk(self.plan_worlds or W, D, rows, chunk_bytes, -(-min_rows // obs.every))
         m = min_rows // math.gcd(min_rows, obs.every)  # C * every a multiple of a launch's steps, so
         if m > 1:                                          # chunk edges of every observable align with launches

@@ -116,7 +116,9 @@ class Recording:
 
     def vision(self, worlds=slice(None), rows=slice(None)) -> np.ndarray:
         """The eyes' readouts float32 [worlds, rows, 2, O, 2] (``--vision``): sample k is
-        FlyGym's ``get_ommatidia_readouts`` layout after ``k * every("vision")`` steps."""
+        FlyGym's ``get_ommatidia_readouts`` layout after ``k * every("vision")`` steps.
+        All of them by default (11.5 kB per world and sample): narrow ``worlds`` and
+        ``rows`` for large runs."""
         return self.samples("vision", worlds, rows)
 
     @property

@@ -107,6 +107,14 @@ class TileRenderer:
             self._validated = True
         return self.rgb
 
+    def prepare_capture(self) -> None:
+        """Makes what a captured :meth:`render` uses outside capture: the op's arguments
+        for a validated render (call after one render outside capture), so that a
+        capture allocates nothing."""
+        if not self._validated:
+            raise RenderError("render once outside capture (it validates the scene) before capturing a render")
+        self._op_args(False)
+
     def _op_args(self, check: bool) -> tuple:
         """The op's arguments (built once per check flag and kept: a render allocates
         nothing and creates no Python objects, so no garbage collection runs in a loop

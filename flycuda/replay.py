@@ -134,6 +134,10 @@ def replay(model=None, motion: Motion | None = None, *, worlds: int = 2, duratio
         from .vision_stage import VisionStage
 
         run.vision = VisionStage(sim, vision, run.step, retina)
+        if graph and run.on_cuda and run.vision.every % steps_per_graph:
+            raise ReplayError(f"vision every {run.vision.every} steps ({run.vision.spec}) is not a multiple of "
+                              f"steps_per_graph={steps_per_graph}: a graph launch would run across a sample; "
+                              f"choose a rate of k x {steps_per_graph} steps or fewer steps per graph")
         observables.append(run.vision.observable())
     run.attach_recorder(observables, target is not None, chunk_bytes, steps_per_graph,
                         target.plan_worlds if target is not None else None)
@@ -326,6 +330,8 @@ class _Run:
                 self.sim.step()
         self.recorder.record(self.step)
         if self.vision is not None:
+            if keep_state and not warmup_steps:  # the eyes' poses from the kept state, not stale ones
+                self.sim.kinematics()
             self.vision.sample(0)
         self.recorder.flush_ready(0)
 
@@ -445,7 +451,10 @@ def _warm_up_and_split(run: _Run, renders: _Renders, t_start: float) -> tuple[fl
 
 
 def _capture(run: _Run, use_graph: bool, steps_per_graph: int):
-    """K steps captured into one CUDA graph on the shared stream (not timed), or None."""
+    """K steps captured into one CUDA graph on the shared stream (not timed), or None;
+    the vision stage's sample into its own."""
+    if use_graph and run.vision is not None:
+        run.vision.capture()
     if not use_graph or run.steps - run.done < steps_per_graph:
         return None
     return streams.capture_graph(run.one_step, run.sim.wp_device, repeat=steps_per_graph)

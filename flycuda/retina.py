@@ -201,7 +201,10 @@ class RetinaMap:
             raise ValueError(f"hex_images: readouts must be [..., {self.num_ommatidia}, 2], got {tuple(x.shape)}")
         val = (x.to(torch.float32).amax(-1) * 255).to(torch.uint8)  # float -> uint8 truncates, as numba's
         val = torch.cat([torch.zeros_like(val[..., :1]), val], -1)  # id 0: outside the lattice, black
-        ids = torch.as_tensor(self.id_map.reshape(-1).astype(np.int64), device=x.device)
+        cache = self.__dict__.setdefault("_ids", {})  # the id map on each device, made once
+        ids = cache.get(x.device)
+        if ids is None:
+            ids = cache[x.device] = torch.as_tensor(self.id_map.reshape(-1).astype(np.int64), device=x.device)
         return val[..., ids].reshape(*x.shape[:-2], self.height, self.width)
 
     def exact(self) -> PoolingMap:

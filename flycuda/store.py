@@ -120,8 +120,8 @@ def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = Fa
                 a.name, shape=(a.worlds, a.rows, len(a.columns)), dtype="float32", fill_value=math.nan,
                 chunks=(a.world_chunk, a.rows_chunk, max(1, len(a.columns))),
                 dimension_names=("world", "time", "column"),
-                attributes={"columns": list(a.columns), "every": a.every, "timestep": attrs.get("timestep"),
-                            "observable": a.observable, "rows_written": 0, **a.attrs})
+                attributes={**a.attrs, "columns": list(a.columns), "every": a.every,
+                            "timestep": attrs.get("timestep"), "observable": a.observable, "rows_written": 0})
         group.attrs["flycuda"] = {
             "format": FORMAT, **attrs, "versions": versions(), "command": list(sys.argv),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

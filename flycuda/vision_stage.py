@@ -9,16 +9,20 @@ images, :class:`flycuda.vision.Vision`) or ``fast`` with K rays per ommatidium
 (between graph launches: the replay never runs a launch across one) the stage runs
 :meth:`Vision.update` (render the eyes' pixels, pool them) and records the readouts
 into the recording's ring with ``record_chunk`` at the device step counter; on CUDA
-those three launches are one captured CUDA graph after the first (eager, checked)
-sample. The readouts stream to the store as the array ``vision`` [world, time,
+(graphs on) those three launches are captured into one CUDA graph next to the step's
+graph, after the first (eager, checked) sample, and its samples are timed with CUDA
+events (no host synchronization). The readouts stream to the store as the array ``vision`` [world, time,
 2 * O * 2] (attrs ``sample_shape`` [2, O, 2]: eye (left, right), ommatidium,
 (yellow, pale)), chunk by chunk like every observable: nothing of size
 [worlds, samples, ...] is ever held. Like FlyGym's ``get_ommatidia_readouts`` after a
-step, the eyes see the geom poses MuJoCo computed during that step.
+step, the eyes see the geom and camera poses MuJoCo computed during that step (from
+the state at its start). With graphs of K steps per launch the rate must be a multiple
+of K steps (no launch runs across a sample).
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 import time
@@ -93,9 +97,11 @@ class VisionStage:
         self.sim, self.step = sim, step
         self.vision = Vision(sim, mode=self.spec.mode, k=self.spec.k, retina=retina)
         self.every = self.spec.steps(sim.timestep)
-        self.seconds, self.samples = 0.0, 0
+        self.samples = 0
         self.recorder = None
         self._graph = None
+        self._seconds = 0.0
+        self._events: collections.deque = collections.deque()  # CUDA: (start, end) of samples not yet summed
 
     def observable(self) -> Observable:
         """The readouts as an observable ``vision``: [W, 2 * O * 2] float32, recorded
@@ -120,34 +126,63 @@ class VisionStage:
 
     def sample(self, done: int) -> None:
         """The sample of step ``done`` when one is due (the device counter equals
-        ``done``): eager and checked the first time, a captured graph on CUDA after."""
+        ``done``): a launch of the captured graph once :meth:`capture` made it, else
+        eager (the first one checks the scene and pixel ids)."""
         if done % self.every:
             return
-        t0 = time.perf_counter()
+        cuda = self.sim.device.type == "cuda"
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            t0 = time.perf_counter()
         if self._graph is not None:
             from . import streams
 
             streams.launch_graph(self._graph)
         else:
             self._record()
-            if self.sim.device.type == "cuda" and self.samples >= 1:
-                self._graph = self._capture()
-        if self.sim.device.type == "cuda":
-            torch.cuda.synchronize(self.sim.device)  # outside the step graph: always measured
-        self.seconds += time.perf_counter() - t0
+        if cuda:
+            end.record()
+            self._events.append((start, end))
+            self._sum_events(wait=False)
+        else:
+            self._seconds += time.perf_counter() - t0
         self.samples += 1
+
+    @property
+    def seconds(self) -> float:
+        """Time spent on samples (device time between CUDA events on CUDA; waits for
+        the samples still running)."""
+        self._sum_events(wait=True)
+        return self._seconds
+
+    def _sum_events(self, wait: bool) -> None:
+        while self._events and (wait or self._events[0][1].query()):
+            start, end = self._events.popleft()
+            end.synchronize()
+            self._seconds += start.elapsed_time(end) / 1e3
+
+    def capture(self) -> None:
+        """Captures a sample (render, pool, record_chunk) into a CUDA graph that later
+        samples launch; call after the first sample, on the replay's shared stream."""
+        from . import streams
+
+        self.vision.renderer.prepare_capture()
+        self._graph = streams.capture_graph(self._record, self.sim.wp_device)
 
     def _record(self) -> None:
         self.recorder.record_updated(self.step, "vision")
 
-    def _capture(self):
-        from . import streams
-
-        return streams.capture_graph(self._record, self.sim.wp_device)
-
     def device_bytes(self) -> int:
-        """Device memory of the stage (eye pixels, readouts, the renderer's BVH
-        workspace, the pooling map), the recording's ring not included."""
+        """Device memory of the stage: eye pixels, readouts, the renderer's scene
+        (meshes, BVHs) and per-world BVH workspace, the pixel list, the pooling map
+        (the recording's ring not included)."""
         v, r = self.vision, self.vision.renderer
-        ts = [v.pixels, v.readouts, r.top_boxes, *v.map.args(), v.map.raw_pixels]
-        return sum(t.numel() * t.element_size() for t in ts if t is not None)
+        ts = [v.pixels, v.readouts, r.top_boxes, r.pixels, *v.map.args(), v.map.raw_pixels, *r.scene.tensors()]
+        seen, n = set(), 0
+        for t in ts:
+            if t is not None and t.data_ptr() not in seen:
+                seen.add(t.data_ptr())
+                n += t.numel() * t.element_size()
+        return n

@@ -243,6 +243,7 @@ def test_cli_without_flygym_exits_2_with_one_line(tmp_path):
     (["--warmup", "-1"], "argument --warmup: expected a number >= 0, got -1"),
     (["--vision"], "--vision needs a fly with eyes: --model neuromechfly"),
     (["--model", "neuromechfly", "--vision", "fast:0"], "bad vision spec 'fast:0'"),
+    (["--model", "neuromechfly", "--vision", "--record", "eyes.npz"], "--vision readouts go into a .zarr store"),
 ])
 def test_cli_named_model_and_motion_errors(argv, msg, capsys):
     from flycuda.cli import main

@@ -32,23 +32,41 @@ def _replay(device, steps, **kw):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_stored_readouts_equal_the_eyes_at_those_steps(device):
+    """Sample k (step s = k * every) of every world equals Vision.update() of a sim posed
+    at the state the step-s eyes saw: qpos after s - 1 steps (MuJoCo computes the poses
+    at a step's start), the initial state for k = 0. Four chunks of two samples: the
+    ring's two slots are each reused; on CUDA through the captured graphs."""
+    from flycuda.bridge import Sim
     from flycuda.vision import Vision
 
-    retina, every, steps = small_retina(), 7, 30
-    _, res = _replay(device, steps, vision=f"exact@{every}", retina=retina, record="memory",
-                     steps_per_graph=4, chunk_bytes=3 * 2 * 99 * 2 * 4 * 2)  # two samples per chunk
+    retina, every, steps = small_retina(), 8, 60
+    _, res = _replay(device, steps, vision=f"exact@{every}", retina=retina, record="memory", steps_per_graph=4,
+                     observe=("angles", "qpos@1"), chunk_bytes=3 * 2 * 99 * 2 * 4 * 2)  # two samples per chunk
     rec = res.recording
-    got = rec.vision()
+    got, qpos = rec.vision(), torch.from_numpy(rec.samples("qpos"))
     rows = steps // every + 1
     assert got.shape == (3, rows, 2, retina.num_ommatidia, 2) and res.rows_written["vision"] == rows
-    assert rec["vision"].chunks[1] < rows  # streamed in chunks, never the whole run at once
+    assert rec["vision"].chunks[1] == 2 and rows > 2 * 2  # the ring's slots are reused
     assert rec.every("vision") == every and rec["vision"].attrs["mode"] == "exact"
+    assert rec["vision"].attrs["sample_shape"] == [2, retina.num_ommatidia, 2]
     assert res.vision_samples == rows and not np.isnan(got).any()
-    for k in (1, 2, rows - 1):  # (sample 0, the initial state, is the same code path)
-        sim, _ = _replay(device, k * every, retina=retina)
-        want = Vision(sim, retina=retina).update().cpu().numpy()
-        assert np.array_equal(got[:, k], want), k
+    posed = Sim.build(eyed_fly_xml(), 3, device=device)
+    eyes = Vision(posed, retina=retina)
+    for k in range(rows):
+        posed.view("qpos").copy_(qpos[:, max(k * every - 1, 0)].to(device))
+        posed.kinematics()
+        assert np.array_equal(got[:, k], eyes.update().cpu().numpy()), k
     assert not np.array_equal(got[:, 0], got[:, -1])  # the fly moved
+
+
+@pytest.mark.needs_cuda
+def test_graph_launches_never_cross_a_sample():
+    from flycuda.replay import ReplayError
+
+    with pytest.raises(ReplayError, match=r"vision every 6 steps \(exact@6\) is not a multiple of steps_per_graph=4"):
+        _replay("cuda", 12, vision="exact@6", retina=small_retina(), steps_per_graph=4)
+    _, res = _replay("cuda", 12, vision="exact@6", retina=small_retina(), steps_per_graph=4, graph=False)
+    assert res.vision_samples == 3
 
 
 def test_fast_mode_and_rates():
@@ -162,15 +180,23 @@ def test_video_afterwards_draws_the_recorded_eyes(tmp_path):
 
 
 def test_live_video_shows_the_latest_eyes():
+    """Each live frame: the selected worlds' tiles with, beneath, their eyes' latest
+    readouts (vision every 4 steps, a frame every 6: the frame at step 6 shows sample 1)."""
     from flycuda.bridge import Sim
     from flycuda.render import TileRenderer
     from flycuda.replay import replay
+    from flycuda.vision import eye_strip
 
     retina = small_retina()
     sim = Sim.build(eyed_fly_xml(), 3, device="cpu")
     frames = _Frames()
     renderer = TileRenderer(sim, "track", 40, 30, worlds=[0, 2])
-    replay(sim=sim, worlds=3, duration=8 * sim.timestep, vision="fast:2@4", retina=retina, renderer=renderer,
-           render_every=4, frame_writer=frames, progress=False)
-    assert len(frames.frames) == 3 and all(f.shape[0] > 30 and f.shape[1] == 80 for f in frames.frames)
-    assert frames.frames[-1][30:].any()
+    res = replay(sim=sim, worlds=3, duration=12 * sim.timestep, vision="fast:2@4", retina=retina,
+                 renderer=renderer, render_every=6, frame_writer=frames, progress=False, record="memory")
+    stored = res.recording.vision()
+    assert len(frames.frames) == 3  # steps 0, 6, 12
+    for frame, row in zip(frames.frames, (0, 1, 3)):
+        strip = eye_strip(retina.hex_images(torch.from_numpy(stored[[0, 2], row])), 40)
+        assert frame.shape == (30 + strip.shape[1], 80, 3)
+        assert torch.equal(frame[30:, :40], strip[0]) and torch.equal(frame[30:, 40:], strip[1]), row
+    assert not torch.equal(frames.frames[0][30:], frames.frames[-1][30:])

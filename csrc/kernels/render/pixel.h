@@ -52,9 +52,9 @@ FLYCUDA_HOST_DEVICE inline V3 shade(const Scene& sc, int32_t w, const float* top
                                     bool shadows, const float* cm) {
   const V3 n = hit_normal(sc, w, o, d, b);
   const V3 p = add(o, mul(d, b.t));
-  const uint32_t hidden = shadows ? shadowed_lights(sc, w, top, p, n, b.t) : 0u;
+  const float hd = fmaxf(0.f, dot(n, v3(cm[2], cm[5], cm[8])));  // the camera's backward axis (before the
+  const uint32_t hidden = shadows ? shadowed_lights(sc, w, top, p, n, b.t) : 0u;  // shadow traces: 1 float)
   const float* H = sc.headlight;
-  const float hd = fmaxf(0.f, dot(n, v3(cm[2], cm[5], cm[8])));  // the camera's backward axis
   V3 light = v3(H[0] + H[3] * hd, H[1] + H[4] * hd, H[2] + H[5] * hd);
   for (int32_t l = 0; l < sc.nlight; ++l) {
     const float* L = sc.lights + kLightCols * l;
