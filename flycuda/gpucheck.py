@@ -16,7 +16,8 @@ every step able to fail:
    tool (flycuda/gpucheck_selftest.cu, built with the toolkit's nvcc): each tool
    must report its kernel, and pass the clean one;
 4. a short graph-captured replay with rendering (``flycuda replay --device cuda``);
-5. the benchmarks at a small size (bench_ops, bench_replay, bench_render).
+5. the benchmarks at a small size (bench_ops, bench_replay, bench_render), and the
+   fly's eyes at 1000 and 8192 worlds (bench_vision; needs FlyGym).
 
 The tests and benchmarks live in a checkout (tests/, bench/), not in an installed
 package: from an installed flycuda those steps are skipped, each with one line
@@ -198,10 +199,12 @@ def compute_sanitizer() -> str | None:
 
 def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
          sanitizer: str | None = None, root: str | None = ROOT, nvcc: str | None = None,
-         arch: str = "native") -> list[Step]:
+         arch: str = "native", have_flygym: bool = True) -> list[Step]:
     """The steps of the self-check, in order. ``root``: the checkout (None: an
     installed package, whose test and benchmark steps are skipped); ``nvcc``: the
-    toolkit's nvcc for the sanitizer self-test (None: skipped, said why)."""
+    toolkit's nvcc for the sanitizer self-test (None: skipped, said why);
+    ``have_flygym``: FlyGym (NeuroMechFly's eyes, its retina and CPU vision) for the
+    vision benchmark's GPU rows."""
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "needs_cuda"]
     no_warp = "" if have_warp else "mujoco_warp/warp are not installed"
     no_tests = "" if root else NEEDS_CHECKOUT
@@ -235,6 +238,10 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
     steps.append(Step("bench_render", [python, "bench/bench_render.py", "--device", "cuda", "--worlds", "100",
                                        "1000", "--sizes", "64x64", "320x240", "--frames", "5", "--repeats", "2",
                                        "--no-record"], skip=no_warp or no_tests))
+    no_flygym = "" if have_flygym else "FlyGym is not installed (NeuroMechFly's eyes, FlyGym's retina and vision)"
+    steps.append(Step("bench_vision", [python, "bench/bench_vision.py", "--device", "cuda", "--worlds", "1000",
+                                       "8192", "--frames", "3", "--repeats", "2", "--hex", "", "--no-record"],
+                      skip=no_warp or no_tests or no_flygym, env={"MUJOCO_GL": "osmesa"}))
     if root:
         for st in steps:
             st.cwd = root
@@ -357,7 +364,11 @@ def main(out_dir: str | None = None, results_md: str | None = None) -> int:
     print("\n".join(f"{k:22s} {v}" for k, v in env.items()), flush=True)
     have_warp = not str(env.get("mujoco_warp", "")).startswith("not importable")
     outcomes = []
-    for step in plan(out_dir, have_warp=have_warp, sanitizer=env["compute_sanitizer"], root=root, nvcc=find_nvcc()):
+    import importlib.util
+
+    have_flygym = sys.version_info >= (3, 12) and importlib.util.find_spec("flygym") is not None
+    for step in plan(out_dir, have_warp=have_warp, sanitizer=env["compute_sanitizer"], root=root, nvcc=find_nvcc(),
+                     have_flygym=have_flygym):
         print(f"gpu-check: {step.name} ...", flush=True)
         o = run_step(step)
         print(f"gpu-check: {step.name}: {o.status.upper()} ({o.seconds:.0f} s) {o.summary}", flush=True)

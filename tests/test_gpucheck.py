@@ -26,7 +26,7 @@ STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer syncchec
          "sanitizer self-test build", "self-test: memcheck catches 'oob'", "self-test: memcheck passes 'clean'",
          "self-test: synccheck catches 'divergent'", "self-test: synccheck passes 'clean'",
          "self-test: initcheck catches 'uninit'", "self-test: initcheck passes 'clean'",
-         "graph-captured replay with rendering", "bench_ops", "bench_replay", "bench_render"]
+         "graph-captured replay with rendering", "bench_ops", "bench_replay", "bench_render", "bench_vision"]
 
 
 def test_plan_covers_every_part_of_the_check(tmp_path):
@@ -56,6 +56,11 @@ def test_plan_covers_every_part_of_the_check(tmp_path):
     skipped = {s.name for s in bare if s.skip}
     assert skipped == set(STEPS) - {"CUDA tests", "bench_ops"}
     assert "--no-warp" in [s for s in bare if s.name == "bench_ops"][0].argv  # bench_ops still runs
+    vision = by["bench_vision"]
+    assert vision.argv[vision.argv.index("--worlds") + 1:][:2] == ["1000", "8192"] and vision.env["MUJOCO_GL"] == "osmesa"
+    no_fly = {s.name: s.skip for s in gpucheck.plan(str(tmp_path), python="py", have_warp=True, sanitizer="cs",
+                                                     root="/repo", nvcc="nvcc", have_flygym=False) if s.skip}
+    assert list(no_fly) == ["bench_vision"] and "FlyGym is not installed" in no_fly["bench_vision"]
 
 
 def test_installed_package_skips_what_needs_a_checkout(tmp_path):
@@ -69,7 +74,7 @@ def test_installed_package_skips_what_needs_a_checkout(tmp_path):
     steps = gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root=None, nvcc="nvcc")
     skipped = {s.name: s.skip for s in steps if s.skip}
     assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",
-                            "compute-sanitizer initcheck", "bench_ops", "bench_replay", "bench_render"}
+                            "compute-sanitizer initcheck", "bench_ops", "bench_replay", "bench_render", "bench_vision"}
     assert all(v == gpucheck.NEEDS_CHECKOUT for v in skipped.values())
     assert all(s.cwd is None for s in steps)
     assert os.path.isfile(gpucheck.SELFTEST_SOURCE)  # shipped in the package (pyproject package-data)
