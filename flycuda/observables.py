@@ -115,17 +115,22 @@ def parse(text: str) -> Spec:
         raise ObservableError(f"observable {kind!r} needs names, e.g. {kind}:NAME (or {kind}:* for all)")
     if kind not in NAMED and name_list:
         raise ObservableError(f"observable {kind!r} takes no names, got {text!r}")
-    every = hz = None
-    if rate:
-        r = rate.strip().lower()
-        m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(?:hz|fps)", r)
-        if r.isdigit() and int(r) >= 1:
-            every = int(r)
-        elif m and math.isfinite(float(m.group(1))) and float(m.group(1)) > 0:
-            hz = float(m.group(1))
-        else:
-            raise ObservableError(f"bad rate in {text!r}: use @STEPS (an integer >= 1) or @RATEhz, e.g. @30hz")
+    every, hz = parse_rate(rate)
+    if every is None and hz is None and rate:
+        raise ObservableError(f"bad rate in {text!r}: use @STEPS (an integer >= 1) or @RATEhz, e.g. @30hz")
     return Spec(kind, name_list, every, hz)
+
+
+def parse_rate(rate: str) -> tuple[int | None, float | None]:
+    """The part after ``@``: (every, None) for ``STEPS`` (an integer >= 1), (None, hz)
+    for ``RATEhz`` / ``RATEfps`` (> 0, finite); (None, None) when empty or invalid."""
+    r = (rate or "").strip().lower()
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(?:hz|fps)", r)
+    if r.isdigit() and int(r) >= 1:
+        return int(r), None
+    if m and math.isfinite(float(m.group(1))) and float(m.group(1)) > 0:
+        return None, float(m.group(1))
+    return None, None
 
 
 def _names(mjm, objtype, count) -> list[str]:

@@ -23,14 +23,13 @@ of K steps (no launch runs across a sample).
 from __future__ import annotations
 
 import collections
-import math
 import re
 import time
 from dataclasses import dataclass
 
 import torch
 
-from .observables import Observable
+from .observables import Observable, parse_rate
 
 __all__ = ["VisionSpec", "VisionStage", "parse_vision", "DEFAULT_HZ"]
 
@@ -73,16 +72,9 @@ def parse_vision(text) -> VisionSpec:
     if m is None or (m.group(1) == "exact" and m.group(2)) or (m.group(2) and int(m.group(2)) < 1):
         raise VisionError(f"bad vision spec {text!r}: use exact or fast[:K] (K >= 1 rays per ommatidium), "
                           f"optionally @STEPS or @RATEhz, e.g. fast:4@100hz")
-    every = hz = None
-    if rate:
-        r = rate.strip()
-        hz_m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*hz", r)
-        if r.isdigit() and int(r) >= 1:
-            every = int(r)
-        elif hz_m and math.isfinite(float(hz_m.group(1))) and float(hz_m.group(1)) > 0:
-            hz = float(hz_m.group(1))
-        else:
-            raise VisionError(f"bad vision rate in {text!r}: use @STEPS (an integer >= 1) or @RATEhz, e.g. @500hz")
+    every, hz = parse_rate(rate)
+    if every is None and hz is None and rate:
+        raise VisionError(f"bad vision rate in {text!r}: use @STEPS (an integer >= 1) or @RATEhz, e.g. @500hz")
     return VisionSpec(m.group(1), int(m.group(2) or 4), every, hz)
 
 
