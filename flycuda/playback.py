@@ -154,10 +154,9 @@ class _EyeRows:
         return self.block[:, r - b0]
 
     def frame(self, renderer, k: int) -> torch.Tensor:
-        from .render import mosaic
-        from .vision import tiles_with_eyes
+        from .vision import mosaic_with_eyes
 
-        return mosaic(tiles_with_eyes(renderer.render(), torch.from_numpy(self.at(k)), self.retina))
+        return mosaic_with_eyes(renderer.render(), torch.from_numpy(self.at(k)), self.retina)
 
 
 def _render_block(block, k0, view, sim, renderer, eye_rows, writer, result, frame_callback, bar) -> bool:

@@ -65,6 +65,10 @@ class _Stream:
     def last_row(self, c: int) -> int:
         return min((c + 1) * self.C, self.rows) - 1
 
+    def record(self, step: torch.Tensor) -> None:
+        """The sample at the device counter into the ring (capturable)."""
+        ops.record_chunk(self.obs.source, self.obs.columns, self.ring, step, every=self.obs.every)
+
 
 class Tracker:
     """Per-DOF tracking error on the device: the sum over worlds and samples after
@@ -167,14 +171,14 @@ class Recorder:
         with an ``update`` are recorded by :meth:`record_updated`."""
         for st in self.streams:
             if st.obs.update is None:
-                ops.record_chunk(st.obs.source, st.obs.columns, st.ring, step, every=st.obs.every)
+                st.record(step)
 
     def record_updated(self, step: torch.Tensor, name: str) -> None:
         """Observable ``name`` (one with an ``update``): computed, then recorded at the
         device counter (capturable). Its owner calls it at the steps of its samples."""
         st = self.stream(name)
         st.obs.update()
-        ops.record_chunk(st.obs.source, st.obs.columns, st.ring, step, every=st.obs.every)
+        st.record(step)
 
     # -- between launches -------------------------------------------------------------
     def safe_until(self) -> int:

@@ -399,11 +399,9 @@ class _Renders:
         eyes, r = self.run.vision, self.renderer
         if eyes is None or getattr(r, "cols", 1) != 0:
             return r.render_mosaic()
-        from .render import mosaic
-        from .vision import tiles_with_eyes
+        from .vision import mosaic_with_eyes
 
-        readouts = eyes.vision.readouts[r.worlds.long()]
-        return mosaic(tiles_with_eyes(r.render(), readouts, eyes.vision.retina))
+        return mosaic_with_eyes(r.render(), eyes.vision.readouts[r.worlds.long()], eyes.vision.retina)
 
     def first(self) -> None:
         if self.active:

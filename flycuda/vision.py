@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .render import RenderError, TileRenderer
+from .render import RenderError, TileRenderer, mosaic
 
 
 class VisionError(ValueError):
@@ -162,10 +162,11 @@ def eye_strip(images: torch.Tensor, width: int) -> torch.Tensor:
     return strip
 
 
-def tiles_with_eyes(tiles: torch.Tensor, readouts, retina) -> torch.Tensor:
-    """Each world's tile with its eyes beneath: tiles uint8 [S, H, Wd, 3] (or [S, C,
-    H, Wd, 3]: the cameras side by side) and readouts [S, 2, O, 2] (NaN: not recorded,
-    drawn black) -> uint8 [S, H + h, C * Wd, 3], for :func:`flycuda.render.mosaic`."""
+def mosaic_with_eyes(tiles: torch.Tensor, readouts, retina) -> torch.Tensor:
+    """The mosaic (:func:`flycuda.render.mosaic`) of each world's tile with its eyes
+    beneath: tiles uint8 [S, H, Wd, 3] (or [S, C, H, Wd, 3]: the cameras side by side)
+    and readouts [S, 2, O, 2] (NaN: not recorded, drawn black); each cell is
+    [H + h, C * Wd]."""
     if tiles.dim() == 5:
         S, C, H, Wd, _ = tiles.shape
         tiles = tiles.permute(0, 2, 1, 3, 4).reshape(S, H, C * Wd, 3)
@@ -173,4 +174,4 @@ def tiles_with_eyes(tiles: torch.Tensor, readouts, retina) -> torch.Tensor:
     if x.shape[0] != tiles.shape[0]:
         raise VisionError(f"readouts of {x.shape[0]} worlds for {tiles.shape[0]} tiles")
     strip = eye_strip(retina.hex_images(torch.nan_to_num(x, nan=0.0)), tiles.shape[2])
-    return torch.cat([tiles, strip], 1)
+    return mosaic(torch.cat([tiles, strip], 1))

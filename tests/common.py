@@ -243,3 +243,19 @@ def small_retina(height=37, width=30, cell=3, seed=5):
             id_map[1 + r * cell:1 + (r + 1) * cell, 1 + c * cell:1 + (c + 1) * cell] = r * cols + c + 1
     pale = np.random.default_rng(seed).integers(0, 2, rows * cols)
     return RetinaMap.from_arrays(id_map, pale)
+
+
+def nmf_with_eyes(worlds=2):
+    """NeuroMechFly with FlyGym's eye cameras on Warp's CPU device, its worlds in
+    different poses (spread controls, every other world's flipped at each of 4 steps):
+    (sim, fly, world). FlyGym lane."""
+    from flycuda import flygym as fg
+
+    fly, world, _ = fg.neuromechfly(vision=True)
+    sim = fg.wrap(fg.gpu_simulation(world, worlds, device="cpu"))
+    ctrl = sim.view("ctrl")
+    ctrl.copy_(torch.linspace(-0.2, 0.2, ctrl.numel()).view_as(ctrl))
+    for _ in range(4):
+        sim.step()
+        ctrl[1::2] *= -1
+    return sim, fly, world

@@ -6,9 +6,13 @@ both eyes; fast mode must stay close to exact; a model without eye cameras, a ba
 mode or bad worlds are refused with one clear line. (Fidelity against FlyGym's
 OpenGL eye renderer: bench/bench_vision.py.)"""
 
+import os
+
 import numpy as np
 import pytest
 import torch
+
+from common import nmf_with_eyes
 
 pytestmark = [pytest.mark.needs_warp, pytest.mark.needs_flygym]
 
@@ -16,16 +20,7 @@ pytestmark = [pytest.mark.needs_warp, pytest.mark.needs_flygym]
 @pytest.fixture(scope="module")
 def nmf():
     """NeuroMechFly with its eyes in two worlds of different poses: (sim, fly, world)."""
-    from flycuda import flygym as fg
-
-    fly, world, _ = fg.neuromechfly(vision=True)
-    sim = fg.wrap(fg.gpu_simulation(world, 2, device="cpu"))
-    ctrl = sim.view("ctrl")
-    ctrl.copy_(torch.linspace(-0.2, 0.2, ctrl.numel()).view_as(ctrl))
-    for _ in range(4):  # the two worlds in different poses
-        sim.step()
-        ctrl[1] *= -1
-    return sim, fly, world
+    return nmf_with_eyes()
 
 
 @pytest.fixture(scope="module")
@@ -119,17 +114,13 @@ def test_cli_replay_records_the_eyes_and_draws_them(tmp_path, capsys):
     assert "vision         fast:2@20: 3 samples x 2 worlds" in capsys.readouterr().out
 
 
-FIDELITY = """
-import json, torch
+FIDELITY = f"""
+import json, sys
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from common import nmf_with_eyes
 from flycuda import flygym as fg
 from flycuda.vision import Vision, agreement
-fly, world, _ = fg.neuromechfly(vision=True)
-sim = fg.wrap(fg.gpu_simulation(world, 2, device="cpu"))
-ctrl = sim.view("ctrl")
-ctrl.copy_(torch.linspace(-0.2, 0.2, ctrl.numel()).view_as(ctrl))
-for _ in range(4):
-    sim.step()
-    ctrl[1] *= -1
+sim, fly, world = nmf_with_eyes()
 sim.kinematics()  # geom poses of the current qpos, as FlyGym's mj_forward computes them
 ours = Vision(sim).update()
 theirs = fg.FlyGymEyes(world, fly)
@@ -144,7 +135,6 @@ def test_fidelity_against_flygyms_own_vision():
     goal r >= 0.95 per eye, and a mean |difference| bound that a black sky, a headlight
     along each ray or a wrong eye image breaks (measured 0.022-0.023)."""
     import json
-    import os
     import subprocess
     import sys
 
