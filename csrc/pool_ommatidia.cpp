@@ -56,10 +56,7 @@ void check_pixels(const at::Tensor& pixels, const at::Tensor& readouts) {
 
 }  // namespace
 
-kernels::PoolPlan check_pool_ommatidia(const at::Tensor& pixels, const at::Tensor& omm_ptr,
-                                       const at::Tensor& omm_pixels, const at::Tensor& omm_channel,
-                                       const at::Tensor& omm_column, const at::Tensor& omm_count,
-                                       const at::Tensor& readouts, bool check_values) {
+kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS, bool check_values) {
   // readouts: [S, E, O, 2] float32, any strides, no overlap.
   CHECK_DTYPE(readouts, at::kFloat);
   FLYCUDA_CHECK(readouts.dim() == 4 && readouts.size(3) == 2, "argument 'readouts' must be a 4-D tensor "
@@ -110,15 +107,8 @@ kernels::PoolMap pool_map(const at::Tensor& omm_ptr, const at::Tensor& omm_pixel
 namespace {
 
 // The CPU twin of kernels::pool_ommatidia_kernel: the same body per (image, o).
-void pool_ommatidia_cpu(const at::Tensor& pixels,       // [S, E, P, 3]
-                        const at::Tensor& omm_ptr,      // [O + 1]
-                        const at::Tensor& omm_pixels,   // [nnz]
-                        const at::Tensor& omm_channel,  // [O]
-                        const at::Tensor& omm_column,   // [O]
-                        const at::Tensor& omm_count,    // [O]
-                        at::Tensor& readouts) {         // [S, E, O, 2]
-  const kernels::PoolPlan p = check_pool_ommatidia(pixels, omm_ptr, omm_pixels, omm_channel, omm_column,
-                                                   omm_count, readouts, /*check_values=*/true);
+void pool_ommatidia_cpu(FLYCUDA_POOL_OMMATIDIA_PARAMS) {
+  const kernels::PoolPlan p = check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_ARGS, /*check_values=*/true);
   if (p.threads() == 0) return;
   const kernels::PoolMap m = pool_map(omm_ptr, omm_pixels, omm_channel, omm_column, omm_count);
   const uint8_t* px = pixels.data_ptr<uint8_t>();

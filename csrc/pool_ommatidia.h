@@ -7,20 +7,23 @@
 
 #include "kernels/pool_ommatidia.cuh"
 
+// The op's parameter list (the schema's, registration.cpp), written once for the
+// CPU impl, the CUDA launcher and the checks; FLYCUDA_POOL_OMMATIDIA_ARGS passes it on.
+//   pixels [S, E, P, 3] uint8; omm_ptr [O + 1], omm_pixels [nnz], omm_channel [O],
+//   omm_column [O], omm_count [O] int32; readouts [S, E, O, 2] float32 (written).
+#define FLYCUDA_POOL_OMMATIDIA_PARAMS                                                               \
+  const at::Tensor &pixels, const at::Tensor &omm_ptr, const at::Tensor &omm_pixels,                 \
+      const at::Tensor &omm_channel, const at::Tensor &omm_column, const at::Tensor &omm_count,       \
+      at::Tensor &readouts
+#define FLYCUDA_POOL_OMMATIDIA_ARGS pixels, omm_ptr, omm_pixels, omm_channel, omm_column, omm_count, readouts
+
 namespace flycuda {
 
 // Validates every argument's dtype, shape, device, contiguity and aliasing, and
 // returns the launch plan (kernels/pool_ommatidia.cuh) that the CPU twin, the
 // CUDA launcher and the emulator all run. `check_values` also runs
 // check_pool_ommatidia_values (host copies on CUDA; skipped during capture).
-kernels::PoolPlan check_pool_ommatidia(const at::Tensor& pixels,       // [S, E, P, 3]
-                                       const at::Tensor& omm_ptr,      // [O + 1]
-                                       const at::Tensor& omm_pixels,   // [nnz]
-                                       const at::Tensor& omm_channel,  // [O]
-                                       const at::Tensor& omm_column,   // [O]
-                                       const at::Tensor& omm_count,    // [O]
-                                       const at::Tensor& readouts,     // [S, E, O, 2]
-                                       bool check_values);
+kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS, bool check_values);
 
 // The map's values: omm_ptr CSR offsets from 0 to nnz, omm_pixels in [0, P),
 // omm_channel in [0, 3), omm_column in [0, 2), omm_count >= 1 (each cached per

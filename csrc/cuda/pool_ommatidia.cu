@@ -13,16 +13,9 @@
 namespace flycuda {
 namespace {
 
-void pool_ommatidia_cuda(const at::Tensor& pixels,       // [S, E, P, 3]
-                         const at::Tensor& omm_ptr,      // [O + 1]
-                         const at::Tensor& omm_pixels,   // [nnz]
-                         const at::Tensor& omm_channel,  // [O]
-                         const at::Tensor& omm_column,   // [O]
-                         const at::Tensor& omm_count,    // [O]
-                         at::Tensor& readouts) {         // [S, E, O, 2]
+void pool_ommatidia_cuda(FLYCUDA_POOL_OMMATIDIA_PARAMS) {
   // Check inputs (the map's values once per tensor version, never in capture).
-  const kernels::PoolPlan p = check_pool_ommatidia(pixels, omm_ptr, omm_pixels, omm_channel, omm_column,
-                                                   omm_count, readouts, /*check_values=*/false);
+  const kernels::PoolPlan p = check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_ARGS, /*check_values=*/false);
   const c10::cuda::CUDAGuard guard(readouts.device());
   const cudaStream_t stream = cuda::stream_for_launch();
   if (!cuda::capturing(stream)) {
