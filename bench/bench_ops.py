@@ -30,9 +30,10 @@ import time
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-import flycuda  # noqa: E402
-from flycuda import streams  # noqa: E402
 from _results import append_results, format_table  # noqa: E402
+
+import flycuda  # noqa: E402
+from flycuda.sim import streams  # noqa: E402
 
 D = 42
 
@@ -86,7 +87,7 @@ def warp_variant(W, T, steps, device, expanded, act_ids, ctrl, repeats):
     """The Warp-kernel pattern; returns us/step (graph replays on CUDA)."""
     import warp as wp
 
-    from flycuda.bridge import quiet_warp
+    from flycuda.sim.mjwarp import quiet_warp
 
     quiet_warp(wp)
     wp.init()

@@ -1,4 +1,4 @@
-"""Benchmark: recording at scale (flycuda.recorder streaming into a zarr store).
+"""Benchmark: recording at scale (flycuda.recording.recorder streaming into a zarr store).
 
 One table, five measures:
 
@@ -31,7 +31,6 @@ import tempfile
 import time
 
 import numpy as np
-import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _results import append_results, format_table  # noqa: E402
@@ -42,7 +41,7 @@ MEASURES = ("memory@scale", "memory(dur)", "overhead", "writer", "afterwards")
 
 def memory_at_scale(worlds=8192, seconds=10.0, dt=1e-4, nq=73, dofs=42, frames=660, fps_video=30.0):
     """Bytes from the arrays' shapes (nothing allocated at this size)."""
-    from flycuda.recorder import CHUNK_BYTES, RING, rows_per_chunk
+    from flycuda.recording.recorder import CHUNK_BYTES, RING, rows_per_chunk
 
     steps = int(round(seconds / dt))
     rows_angles = steps + 1
@@ -96,7 +95,7 @@ def memory_by_duration(base: float, tmp: str):
 
 def overhead(device: str, duration: float, repeats: int, tmp: str, models):
     from flycuda.replay import replay
-    from flycuda.scenario import build_worlds
+    from flycuda.sim import build_worlds
 
     rows = []
     for model in models:
@@ -104,7 +103,7 @@ def overhead(device: str, duration: float, repeats: int, tmp: str, models):
         kw = dict(worlds=2, sim=built.sim, duration=duration, progress=False, act_ids=built.act_ids,
                   keep_state=True)
         if built.fly is not None:
-            from flycuda import flygym as fg
+            from flycuda.sim import flygym as fg
 
             kw.update(motion=fg.spotlight(built.fly), interp="cubic")
         with_rec, without = [], []
@@ -121,7 +120,7 @@ def overhead(device: str, duration: float, repeats: int, tmp: str, models):
 
 
 def writer_rate(tmp: str, chunks: int = 12):
-    from flycuda import store as zstore
+    from flycuda.recording import store as zstore
 
     W, C, D = 8192, 12, 42
     spec = zstore.ArraySpec("angles", W, C * chunks, [str(i) for i in range(D)], 1, W, C)
@@ -142,10 +141,9 @@ def writer_rate(tmp: str, chunks: int = 12):
 
 def afterwards(tmp: str, worlds: int, size, frames: int):
     """flycuda render_recording vs FlyGym's render_trajectories_gpu on the same NeuroMechFly recording."""
-    from flycuda import flygym as fg
-    from flycuda.playback import render_recording
     from flycuda.recording import Target
-    from flycuda.replay import replay
+    from flycuda.replay import render_recording, replay
+    from flycuda.sim import flygym as fg
 
     if not fg.available():
         return [["afterwards", "needs FlyGym (its lane)", "-", "-", "render_trajectories_gpu", "-"]]

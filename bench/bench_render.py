@@ -24,9 +24,10 @@ import time
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-import flycuda  # noqa: E402
 from _results import append_results, format_table  # noqa: E402
-from flycuda.bridge import Sim  # noqa: E402
+
+import flycuda  # noqa: E402
+from flycuda.sim import Sim  # noqa: E402
 
 SIZES = [(64, 64), (128, 128), (320, 240)]
 
@@ -64,17 +65,17 @@ SCENES = ["fly", "fly-mesh", "primitives", "neuromechfly", "neuromechfly-capsule
 def make_scene(scene: str, device: str, worlds: int):
     """(sim, camera) of a scene, a few steps in (NeuroMechFly: a few replayed steps, so
     the worlds' poses differ)."""
-    from flycuda.model import primitives_xml
+    from flycuda.sim.hexapod import primitives_xml
 
     if scene.startswith("neuromechfly"):
-        from flycuda import flygym as fg
         from flycuda.replay import replay
+        from flycuda.sim import flygym as fg
 
         setup = fg.Setup(scene, worlds, device=device)
         replay(motion=fg.spotlight(setup.fly), worlds=worlds, duration=0.002, sim=setup.sim, act_ids=setup.act_ids,
                interp="cubic", snippet=0.5, progress=False)
         return setup.sim, setup.camera
-    from flycuda.model import fly_mesh_model
+    from flycuda.sim.hexapod import fly_mesh_model
 
     src, cam = {"fly": (None, "track"), "fly-mesh": (fly_mesh_model(), "track"),
                 "primitives": (primitives_xml(), "overview")}[scene]
@@ -109,7 +110,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-record", action="store_true")
     args = p.parse_args(argv)
-    from flycuda import flygym as fg
+    from flycuda.sim import flygym as fg
 
     scenes = [args.scene] if args.scene else args.scenes or (
         ["fly", "fly-mesh"] + (["neuromechfly"] if fg.available() else []))

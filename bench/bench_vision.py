@@ -1,8 +1,8 @@
-"""Benchmark: fly vision for every world (flycuda.vision) vs FlyGym's CPU vision.
+"""Benchmark: fly vision for every world (flycuda.vision.eyes) vs FlyGym's CPU vision.
 
   flygym    flygym.Simulation.get_ommatidia_readouts (MuJoCo's OpenGL renderer, here in
             software: MUJOCO_GL=osmesa, then Retina.fisheye_image_to_hex_pxls), one fly
-  exact     flycuda.vision.Vision(mode="exact"): the eye cameras at the raw pixels the
+  exact     flycuda.vision.eyes.Vision(mode="exact"): the eye cameras at the raw pixels the
             retina reads, pooled as FlyGym pools (render_tiles + pool_ommatidia)
   fast k    Vision(mode="fast", k): k rays per ommatidium
 
@@ -89,7 +89,7 @@ def main(argv=None):
                         "FlyGym's own (bottom); '' for none")
     args = p.parse_args(argv)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
-    from flycuda import flygym as fg
+    from flycuda.sim import flygym as fg
 
     cuda = args.device.startswith("cuda")
     sync = (lambda: torch.cuda.synchronize(args.device)) if cuda else (lambda: None)
@@ -128,7 +128,7 @@ def main(argv=None):
                           "r vs flygym", "MAD vs flygym", "MAD vs exact"], rows)
     print(table)
     if not args.no_record:
-        append_results("bench_vision: ommatidia readouts, flycuda.vision vs FlyGym's CPU vision", args.device, table,
+        append_results("bench_vision: ommatidia readouts, flycuda.vision.eyes vs FlyGym's CPU vision", args.device, table,
                        notes=f"NeuroMechFly with add_vision, {args.worlds} worlds on {args.device}; medians of "
                              f"{args.repeats} interleaved runs of {args.frames}; FlyGym: one fly on the CPU, "
                              f"get_ommatidia_readouts; agreement: world 0's state in both, per-eye Pearson r / "

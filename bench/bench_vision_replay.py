@@ -40,7 +40,7 @@ def _per_world(stage) -> tuple[int, int]:
 def memory_at_scale(stages: dict, worlds=8192, seconds=10.0, dt=1e-4, hz=500.0):
     """Rows from the arrays' shapes, the recorder's own chunk rule and the stages' real
     per-world buffers (nothing of this size is allocated)."""
-    from flycuda.recorder import CHUNK_BYTES, RING, rows_per_chunk
+    from flycuda.recording.recorder import CHUNK_BYTES, RING, rows_per_chunk
 
     rows = int(round(seconds / dt)) // round(1 / (hz * dt)) + 1
     out = []
@@ -62,8 +62,8 @@ def memory_at_scale(stages: dict, worlds=8192, seconds=10.0, dt=1e-4, hz=500.0):
 
 
 def memory_by_duration(device: str, worlds: int, base: float, spec: str, tmp: str):
-    from flycuda import flygym as fg
     from flycuda.replay import replay
+    from flycuda.sim import flygym as fg
 
     rows = []
     for mult in (1, 4):
@@ -89,8 +89,8 @@ def main(argv=None):
     p.add_argument("--spec", default="fast:4@1", help="vision of the real replays (every step: full chunks)")
     p.add_argument("--no-results", action="store_true", help="print only (no row in bench/RESULTS.md)")
     args = p.parse_args(argv)
-    from flycuda import flygym as fg
-    from flycuda.vision_stage import VisionStage
+    from flycuda.replay.vision_stage import VisionStage
+    from flycuda.sim import flygym as fg
 
     setup = fg.Setup("neuromechfly", 1, device=args.device, vision=True)
     counter = torch.zeros(2, dtype=torch.int64, device=args.device)

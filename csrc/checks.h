@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/record_qpos.cuh"
+#include "kernels/record.cuh"
 
 namespace flycuda {
 
@@ -42,7 +42,7 @@ bool counter_has_ticket(const at::Tensor& step);  // [1] or [2]
 void check_advance_step(const at::Tensor& step);  // [1] or [2]
 
 // The record family: validates every argument and returns the launch plan
-// (kernels/record_qpos.cuh) that the CPU twin, the CUDA launcher and the
+// (kernels/record.cuh) that the CPU twin, the CUDA launcher and the
 // emulator all run. `check_values` also checks the column ids' range (a
 // device-to-host copy on CUDA; skipped during capture).
 kernels::RecordPlan check_record_qpos(const at::Tensor& qpos,     // [W, nq]

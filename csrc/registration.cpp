@@ -25,7 +25,7 @@ PyObject* PyInit__C(void) {
 FLYCUDA_LIBRARY(m) {
   // ctrl[w, act_ids[d]] = motion[m(w), f(w), d] interpolated at the frame
   // f(w) = offsets[w] + step[0] * frames_per_step; then step += advance.
-  // Argument names are the wrappers' (flycuda/ops.py; tests/test_launch_plan.py
+  // Argument names are the wrappers' (flycuda/ops/__init__.py; tests/test_launch_plan.py
   // holds them equal), but for `frame_mode` (the wrappers' `mode`): torch's
   // dispatch to modes (redirect_to_mode) takes a keyword `mode` of its own, and an
   // op argument of that name breaks torch.compile's AOT dispatch.
@@ -45,7 +45,7 @@ FLYCUDA_LIBRARY(m) {
   // readouts[s, e, o, omm_column[o]] = float32(sum_j float64(pixels[s, e, omm_pixels[j],
   // omm_channel[o]]) / omm_count[o] / 255), j over ommatidium o's CSR entries
   // omm_ptr[o]..omm_ptr[o+1] in order; the other column 0. See
-  // csrc/kernels/pool_ommatidia.cuh and flycuda/retina.py (the maps).
+  // csrc/kernels/pool_ommatidia.cuh and flycuda/vision/retina.py (the maps).
   m.def(
       "pool_ommatidia(Tensor pixels, Tensor omm_ptr, Tensor omm_pixels, Tensor omm_channel, "
       "Tensor omm_column, Tensor omm_count, Tensor(a!) readouts) -> ()");
@@ -60,7 +60,7 @@ FLYCUDA_LIBRARY(m) {
       "record_chunk(Tensor source, Tensor columns, Tensor(a!) chunks, Tensor step, "
       "int every) -> ()");
   // Ray-cast every selected world's cameras into RGB tiles (or a mosaic), planar
-  // depth and geom-id segmentation: scene = flycuda.scene.Scene.FIELDS in order,
+  // depth and geom-id segmentation: scene = flycuda.ops.scene_layout.Scene.FIELDS in order,
   // pixels = pixel ids to cast (empty: all); see csrc/kernels/render_tiles.cuh.
   m.def(
       "render_tiles(Tensor geom_xpos, Tensor geom_xmat, Tensor cam_pos, Tensor cam_mat, "

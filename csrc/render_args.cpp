@@ -108,7 +108,7 @@ void check_shapes(FLYCUDA_RENDER_TILES_PARAMS, kernels::RenderPlan& plan) {
                 "argument 'worlds' must be a contiguous int32 vector, got ", worlds.scalar_type(), " of shape ",
                 worlds.sizes());
   FLYCUDA_CHECK_VALUE(static_cast<int64_t>(scene.size()) == kSceneFields, "argument 'scene' must hold the ",
-                      kSceneFields, " fields of flycuda.scene.Scene.FIELDS, got ", scene.size(), " tensors");
+                      kSceneFields, " fields of flycuda.ops.scene_layout.Scene.FIELDS, got ", scene.size(), " tensors");
   const int64_t Gr = scene[kGeomIds].numel();
   for (int f = 0; f < kSceneFields; ++f) {
     const bool per_geom = f == kGeomIds || f == kGeomInfo || f == kGeomParam;

@@ -1,6 +1,6 @@
 // flycuda: render_tiles' host side, shared by the CPU (render_tiles.cpp) and CUDA
 // (cuda/render_tiles.cu) impls: the op's parameter list (written once, here), the
-// packed scene's fields (in the order of flycuda.scene.Scene.FIELDS), the checks,
+// packed scene's fields (in the order of flycuda.ops.scene_layout.Scene.FIELDS), the checks,
 // and the one RenderArgs (kernels/render/layout.h) built from them.
 #pragma once
 
@@ -22,7 +22,7 @@ namespace flycuda {
   geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, fovy, zfar, samples, shadows, height, width,  \
       mosaic_cols, pixels, check, rgb, depth, seg, top_boxes, timers
 
-// The packed scene: `scene` holds these tensors in this order (flycuda.scene.Scene.FIELDS).
+// The packed scene: `scene` holds these tensors in this order (flycuda.ops.scene_layout.Scene.FIELDS).
 enum SceneField : int {
   kGeomIds, kGeomInfo, kGeomParam, kBvhBoxes, kBvhLinks, kTris, kTopLinks, kUnbounded, kLights, kHeadlight,
   kBackground, kSceneFields

@@ -120,7 +120,7 @@ void check_render_values(const at::Tensor& geom_xpos, const at::Tensor& worlds, 
                 deepest_k >= 0 ? ids.data_ptr<int32_t>()[deepest_k] : -1, ") has a BVH of depth ", deepest,
                 " and the top level one of depth ", top_depth, ": a ray would need ", top_depth + 1 + deepest,
                 " stack entries, more than the traversal's ", render::kStack,
-                " (rebuild the scene with flycuda.scene.pack_scene, whose BVHs are depth-limited)");
+                " (rebuild the scene with flycuda.render.pack_scene, whose BVHs are depth-limited)");
 }
 
 }  // namespace flycuda

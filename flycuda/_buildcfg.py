@@ -64,6 +64,6 @@ def build_info_name() -> str:
     """File name of the build record setup.py writes next to the extension, one per
     interpreter (e.g. ``_build_info.cpython-312.json``), so lanes on different
     Pythons can share a checkout."""
-    import sys
+    import sys  # noqa: PLC0415  (lazy: setup.py runs this file before torch exists)
 
     return f"_build_info.{sys.implementation.cache_tag}.json"

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import torch
+
+from ._buildcfg import build_info_name
 
 try:
     from . import _C  # noqa: F401  (runs the TORCH_LIBRARY registrations)
@@ -19,10 +24,6 @@ OPS = ("motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "recor
 
 def build_info() -> dict:
     """How flycuda._C was built (written by setup.py): CUDA or not, archs, flags, torch."""
-    import json
-    import os
-
-    from ._buildcfg import build_info_name
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), build_info_name())
     try:

@@ -60,7 +60,7 @@ def build(ops: list[str] | None = None, *, namespace: str = "flycuda_jit", with_
         build_directory: where to build (default torch's extensions cache).
         verbose: show the compiler commands.
     """
-    from torch.utils import cpp_extension
+    from torch.utils import cpp_extension  # noqa: PLC0415  (lazy: only dev builds need the toolchain)
 
     if namespace == "flycuda" and "flycuda._C" in __import__("sys").modules:
         raise RuntimeError("flycuda.dev.build: namespace 'flycuda' is taken by the installed extension "
@@ -98,7 +98,7 @@ def load_inline(name: str, cpp_source: str, functions: list[str], *, cuda_source
     ``-O2`` and, for CUDA, ``-lineinfo``; set ``CUDA_LAUNCH_BLOCKING=1`` before
     launching to get errors at the failing launch while debugging.
     """
-    from torch.utils import cpp_extension
+    from torch.utils import cpp_extension  # noqa: PLC0415  (lazy: only dev builds need the toolchain)
 
     use_cuda = cuda_source is not None and _use_cuda(with_cuda)
     _prepare_env(use_cuda)

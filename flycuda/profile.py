@@ -18,6 +18,8 @@ import os
 
 import torch
 
+from .errors import FlycudaError
+
 
 @contextlib.contextmanager
 def stage(name: str, cuda: bool | None = None):
@@ -47,10 +49,10 @@ class Profiler:
         if trace_path is not None:
             d = os.path.dirname(os.path.abspath(trace_path))
             if not os.path.isdir(d):
-                raise ValueError(f"profile: output directory does not exist: {d}")
+                raise FlycudaError(f"profile: output directory does not exist: {d}")
         for n, v in (("wait", wait), ("warmup", warmup), ("active", active)):
             if not isinstance(v, int) or v < (1 if n == "active" else 0):
-                raise ValueError(f"profile: {n} must be an integer >= {1 if n == 'active' else 0}, got {v!r}")
+                raise FlycudaError(f"profile: {n} must be an integer >= {1 if n == 'active' else 0}, got {v!r}")
         self.trace_path = trace_path
         self.cuda = torch.cuda.is_available() if cuda is None else cuda
         acts = [torch.profiler.ProfilerActivity.CPU]

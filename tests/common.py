@@ -88,10 +88,10 @@ def strided_view(rows: int, cols: int, kind: str, device) -> tuple[torch.Tensor,
 # never from one another).
 
 def _prims_sim(worlds=2):
-    """flycuda.model.primitives_xml on CPU: world 0 at rest, every other world with
+    """flycuda.sim.hexapod.primitives_xml on CPU: world 0 at rest, every other world with
     its own random body orientations (seeded)."""
-    from flycuda.bridge import Sim
-    from flycuda.model import primitives_xml
+    from flycuda.sim import Sim
+    from flycuda.sim.hexapod import primitives_xml
 
     sim = Sim.build(primitives_xml(), worlds, device="cpu")
     q = sim.view("qpos")
@@ -106,7 +106,7 @@ def _prims_sim(worlds=2):
 
 def _fly_sim(worlds=3, steps=30, model=None):
     """The built-in hexapod (or ``model``) after ``steps`` steps under spread controls."""
-    from flycuda.bridge import Sim
+    from flycuda.sim import Sim
 
     sim = Sim.build(model, worlds, device="cpu")
     ctrl = sim.view("ctrl")
@@ -218,8 +218,8 @@ MJW_HFIELD_XML = """
 
 def eyed_fly_xml() -> str:
     """The built-in hexapod with FlyGym's eye camera names (looking left and right,
-    fovy 157 as FlyGym's), so flycuda.vision runs without FlyGym."""
-    from flycuda.model import fly_model_xml
+    fovy 157 as FlyGym's), so flycuda.vision.eyes runs without FlyGym."""
+    from flycuda.sim.hexapod import fly_model_xml
 
     track = '<camera name="track"'
     eyes = ('<camera name="l_eye_cam_camera" pos="0.04 0.008 0.008" xyaxes="1 0 0 0 0.3 1" fovy="157"/>\n'
@@ -234,7 +234,7 @@ def small_retina(height=37, width=30, cell=3, seed=5):
     outside the lattice), random pale/yellow types, FlyGym's fisheye constants."""
     import numpy as np
 
-    from flycuda.retina import RetinaMap
+    from flycuda.vision import RetinaMap
 
     rows, cols = (height - 2) // cell, (width - 2) // cell
     id_map = np.zeros((height, width), np.int64)
@@ -249,7 +249,7 @@ def nmf_with_eyes(worlds=2):
     """NeuroMechFly with FlyGym's eye cameras on Warp's CPU device, its worlds in
     different poses (spread controls, every other world's flipped at each of 4 steps):
     (sim, fly, world). FlyGym lane."""
-    from flycuda import flygym as fg
+    from flycuda.sim import flygym as fg
 
     fly, world, _ = fg.neuromechfly(vision=True)
     sim = fg.wrap(fg.gpu_simulation(world, worlds, device="cpu"))

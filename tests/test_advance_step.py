@@ -2,11 +2,10 @@
 
 import pytest
 import torch
+from common import cpu_and_cuda
 
 import flycuda
 from flycuda import reference
-
-from common import cpu_and_cuda
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())

@@ -31,7 +31,7 @@ def test_sim_launches_on_its_own_device(monkeypatch):
     Sim's device current (a Sim on cuda:1 would otherwise run on cuda:0)."""
     import warp as wp
 
-    from flycuda.bridge import Sim
+    from flycuda.sim import Sim
 
     sim = Sim.build(None, 1, device="cpu")
     scoped = []
@@ -57,7 +57,8 @@ def test_default_device_needs_cuda_kernels(monkeypatch):
     CUDA kernels (a FLYCUDA_FORCE_CPU=1 build must replay on the CPU)."""
     import warp as wp
 
-    from flycuda import _ext, bridge
+    from flycuda import _ext
+    from flycuda.sim import mjwarp as bridge
 
     monkeypatch.setattr(wp, "is_cuda_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -75,7 +76,8 @@ def test_cuda_means_the_current_device(monkeypatch):
     an explicit index is kept."""
     import warp as wp
 
-    from flycuda import _ext, bridge
+    from flycuda import _ext
+    from flycuda.sim import mjwarp as bridge
 
     monkeypatch.setattr(wp, "is_cuda_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

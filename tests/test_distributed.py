@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from flycuda.distributed import split_worlds
+from flycuda.replay.distributed import split_worlds
 
 
 @pytest.mark.parametrize("total,ranks,expect", [

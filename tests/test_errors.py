@@ -3,10 +3,9 @@ leaves its outputs untouched."""
 
 import pytest
 import torch
+from common import cpu_and_cuda, poison_like
 
 import flycuda
-
-from common import cpu_and_cuda, poison_like
 
 W, M, T, D, NU, NQ, R = 4, 4, 10, 3, 6, 8, 5
 

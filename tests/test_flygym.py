@@ -22,10 +22,9 @@ import torch
 import warp as wp
 
 import flycuda
-from flycuda import flygym as fg
-from flycuda.bridge import BridgeError
-from flycuda.motion import Motion, MotionError
 from flycuda.replay import ReplayError, replay
+from flycuda.sim import BridgeError, Motion, MotionError
+from flycuda.sim import flygym as fg
 
 needs_flygym = pytest.mark.needs_flygym
 W, STEPS, WARMUP = 3, 200, 20  # worlds, compared steps, warm-up steps (FlyGym's sim.warmup)
@@ -177,7 +176,6 @@ def test_neuromechfly_render_matches_mujoco_warp(model):
     """Per-world segmentation IoU >= 0.98 and median depth error <= 1% vs mjw.render, with
     the worlds in different poses (each replayed a different snippet)."""
     import mujoco_warp as mjw
-
     from test_render_tiles import _render
 
     setup = fg.Setup(model, 2, device="cpu")
@@ -227,7 +225,7 @@ def test_missing_flygym_is_one_clear_error(monkeypatch):
 def test_cli_without_flygym_exits_2_with_one_line(tmp_path):
     """--model neuromechfly where FlyGym cannot be imported (blocked here in a subprocess)."""
     code = ("import sys; sys.modules['flygym'] = None; sys.modules['flygym.compose'] = None; "
-            "from flycuda.cli import main; sys.exit(main(['replay', '--model', 'neuromechfly', '--device', 'cpu', "
+            "from flycuda.cli.main import main; sys.exit(main(['replay', '--model', 'neuromechfly', '--device', 'cpu', "
             "'--no-progress', '--duration', '0.001']))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 2, res.stderr
@@ -322,7 +320,7 @@ def test_recorded_trajectory_round_trip_both_ways(nmf_recording, tmp_path):
     made from FlyGym's trajectories renders with flycuda's renderer."""
     from flygym.recording import RecordedTrajectory, check_trajectories_match_model
 
-    from flycuda.playback import render_recording
+    from flycuda.replay import render_recording
 
     setup, res = nmf_recording
     trajs = fg.to_trajectories(res.recording, [1, 0], playback_speed=setup.sim.timestep * 100)

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from flycuda import gpucheck
+from flycuda.cli import gpucheck
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
@@ -70,7 +70,7 @@ def test_installed_package_skips_what_needs_a_checkout(tmp_path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "bench").mkdir()
     assert gpucheck.checkout_root(str(tmp_path)) == str(tmp_path)
-    assert gpucheck.checkout_root() == os.path.dirname(os.path.dirname(os.path.abspath(gpucheck.__file__)))
+    assert gpucheck.checkout_root() == os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(gpucheck.__file__))))
     steps = gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root=None, nvcc="nvcc")
     skipped = {s.name: s.skip for s in steps if s.skip}
     assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",

@@ -1,14 +1,13 @@
-"""flycuda.hfield: heightfield triangles as MuJoCo Warp renders them, and the warning for undrawn geoms."""
+"""flycuda.render.hfield: heightfield triangles as MuJoCo Warp renders them, and the warning for undrawn geoms."""
 
 import warnings
 
 import mujoco
 import numpy as np
 import pytest
-
-from flycuda.hfield import HFIELD, hfield_triangles, undrawn_geoms, warn_undrawn
-
 from common import MJW_HFIELD_XML
+
+from flycuda.render.hfield import HFIELD, hfield_triangles, undrawn_geoms, warn_undrawn
 
 # every type but hfield and sdf, as the renderer draws today
 SUPPORTED = {int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_SPHERE), int(mujoco.mjtGeom.mjGEOM_CAPSULE),

@@ -1,4 +1,4 @@
-"""The launch plans: flycuda/launch_plan.py (the Python mirror read by the grid
+"""The launch plans: flycuda/ops/launch_plan.py (the Python mirror read by the grid
 references and the renderer's host code) equals csrc/kernels/ (read by the .cu
 launchers, the CPU twins and the emulator driver); the schemas' argument names are
 the wrappers'."""
@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import flycuda
-from flycuda import launch_plan, ops
+from flycuda import ops
+from flycuda.ops import launch_plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "csrc", "kernels")
@@ -32,7 +33,7 @@ def _constant(path: str, name: str) -> int:
     ("motion_to_ctrl.cuh", "kMotionToCtrlThreads", "MOTION_TO_CTRL_THREADS"),
     ("motion_to_ctrl.cuh", "kCounterBytes", "COUNTER_BYTES"),
     ("motion_to_ctrl.cuh", "kTicketByte", "TICKET_BYTE"),
-    ("record_qpos.cuh", "kRecordThreads", "RECORD_THREADS"),
+    ("record.cuh", "kRecordThreads", "RECORD_THREADS"),
     ("pool_ommatidia.cuh", "kPoolThreads", "POOL_THREADS"),
     ("render_tiles.cuh", "kRenderThreads", "RENDER_THREADS"),
     ("render_tiles.cuh", "kRefitThreads", "REFIT_THREADS"),
@@ -47,7 +48,7 @@ def test_python_mirror_equals_the_headers(header, name, mirror):
 def test_new_step_counter_has_the_planned_layout(start):
     c = flycuda.new_step_counter("cpu", start)
     assert c.tolist() == [start, 0] and c.shape == (2,) and c.storage_offset() == 0 and c.dtype == torch.int64
-    assert c.untyped_storage().nbytes() == launch_plan.COUNTER_BYTES == ops._COUNTER_BYTES == 20
+    assert c.untyped_storage().nbytes() == launch_plan.COUNTER_BYTES == 20
     assert launch_plan.step_has_ticket(c) and launch_plan.ticket_of(c).tolist() == [0]
     with pytest.raises(RuntimeError):  # no int64 view of the storage covers the ticket
         torch.as_strided(c, (3,), (1,), 0)

@@ -2,11 +2,11 @@
 
 import pytest
 import torch
+from common import M2C_SHAPES, cpu_and_cuda, make_m2c_case, poison_like, strided_view
 
 import flycuda
-from flycuda import launch_plan, reference
-
-from common import M2C_SHAPES, cpu_and_cuda, make_m2c_case, poison_like, strided_view
+from flycuda import reference
+from flycuda.ops import launch_plan
 
 # (W, M, T, D, nu): sizes that are not multiples of any block size; W=1, T=1, M=1, M=W.
 SHAPES = M2C_SHAPES

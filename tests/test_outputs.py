@@ -63,7 +63,7 @@ def test_plot_from_recording_has_content(tmp_path, capsys):
     axes hold drawn lines (pixels, not just a file)."""
     import imageio.v3 as iio
 
-    from flycuda.plot import plot_tracking
+    from flycuda.replay import plot_tracking
 
     rec = tmp_path / "r.npz"
     rc, _, _ = _run_cli(["--duration", str(40 * DT), "--record", str(rec)], capsys)
@@ -87,7 +87,7 @@ def test_plot_from_recording_has_content(tmp_path, capsys):
 
 
 def test_plot_rejects_what_is_not_a_recording(tmp_path):
-    from flycuda.plot import plot_tracking
+    from flycuda.replay import plot_tracking
 
     np.savez(tmp_path / "x.npz", a=np.zeros(3))
     with pytest.raises(ValueError, match="is not a flycuda recording"):

@@ -1,17 +1,16 @@
 """flycuda.pool_ommatidia vs flycuda.reference, reference.grid_pool and FlyGym's retina
 (flygym.vision.retina.Retina.fisheye_image_to_hex_pxls, in the FlyGym lane), and the
-maps of flycuda.retina (exact and fast)."""
+maps of flycuda.vision.retina (exact and fast)."""
 
 import numpy as np
 import pytest
 import torch
+from common import cpu_and_cuda, flygym_pool, smooth_image, synthetic_retina
 
 import flycuda
 from flycuda import reference
 from flycuda.reference import grid_pool
-from flycuda.retina import PoolingMap, RetinaMap, fisheye_lookup
-
-from common import cpu_and_cuda, flygym_pool, smooth_image, synthetic_retina
+from flycuda.vision import PoolingMap, RetinaMap, fisheye_lookup
 
 # (H, W, O): odd sizes; the fisheye leaves some footprints partly out of bounds
 RETINAS = [(37, 29, 23), (51, 45, 40)]

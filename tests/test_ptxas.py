@@ -55,7 +55,7 @@ RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel":
 
 def probe_source() -> str:
     lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/motion_to_ctrl.cuh"',
-             '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record_qpos.cuh"',
+             '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record.cuh"',
              '#include "kernels/render_tiles.cuh"', "",
              "// Taking each kernel's address instantiates it (device code for every entry).",
              "void* const flycuda_probe[] = {"]
@@ -149,7 +149,7 @@ def _short(name: str) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = [f"| kernel (sm_90) | registers | stack (bytes) | spill stores/loads (bytes) | budget |",
+    lines = ["| kernel (sm_90) | registers | stack (bytes) | spill stores/loads (bytes) | budget |",
              "|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["family"], _short(r["name"]))):
         b = _budget(r)

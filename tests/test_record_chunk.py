@@ -3,11 +3,10 @@ a ring of B chunks of C rows, any source columns, at the device step counter."""
 
 import pytest
 import torch
+from common import cpu_and_cuda, poison_like, strided_view
 
 import flycuda
 from flycuda import reference
-
-from common import cpu_and_cuda, poison_like, strided_view
 
 # (W, N, D, B, C): odd sizes, one-row chunks, one chunk, more threads than a block
 SHAPES = [(1, 1, 1, 1, 1), (3, 8, 7, 2, 5), (33, 49, 42, 2, 3), (1000, 73, 42, 2, 4), (5, 96, 16, 3, 1)]

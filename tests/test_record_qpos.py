@@ -2,11 +2,10 @@
 
 import pytest
 import torch
+from common import cpu_and_cuda, poison_like, strided_view
 
 import flycuda
 from flycuda import reference
-
-from common import cpu_and_cuda, poison_like, strided_view
 
 SHAPES = [(1, 1, 1, 1), (3, 8, 7, 5), (33, 49, 42, 10), (1000, 69, 42, 3)]  # (W, nq, D, R)
 

@@ -11,12 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-import flycuda
 from flycuda import reference
-from flycuda.observables import ObservableError, parse, resolve
-from flycuda.recorder import Recorder, rows_per_chunk
-from flycuda.recording import Recording, RecordingError, Target
-from flycuda.store import StoreError
+from flycuda.recording import ObservableError, Recording, RecordingError, StoreError, Target, parse, resolve
+from flycuda.recording.recorder import Recorder, rows_per_chunk
 
 pytestmark = pytest.mark.needs_warp
 DT = 5e-4  # the built-in hexapod's timestep
@@ -45,7 +42,7 @@ class Spy:
 
 
 def _sim(worlds=3):
-    from flycuda.bridge import Sim
+    from flycuda.sim import Sim
 
     return Sim.build(None, worlds, device="cpu")
 
@@ -67,8 +64,8 @@ def _check_against_spy(rec: Recording, spy: Spy, sim, steps: int):
     obs = {o.name: o for o in resolve(sim, [rec[n].attrs["observable"] for n in specs if n != "angles"])}
     for name, arr in specs.items():
         if name == "angles":
-            cols, field = resolve(sim, ["qpos"])[0], "qpos"  # angles are qpos columns at the driven joints
-            from flycuda.motion import tripod_gait
+            # angles are qpos columns at the driven joints
+            from flycuda.sim import tripod_gait
 
             adrs = sim.qpos_adrs(sim.actuator_ids(tripod_gait().dof_names))
             want = spy.samples("qpos", adrs.long(), rec.every(name))
@@ -98,12 +95,12 @@ def test_store_equals_the_live_state_bit_for_bit(chunk_bytes, tmp_path):
 def test_targets_are_what_the_op_applied_and_rmse_matches_the_store():
     """Stored targets equal the reference op at every sample's step; the RMSE accumulated on the
     device equals the one computed from the stored angles and targets."""
-    from flycuda.motion import tripod_gait
-    from flycuda.results import tracking_rmse
+    from flycuda.replay import tracking_rmse
+    from flycuda.sim import tripod_gait
 
     sim, steps = _sim(2), 30
     res, _ = _replay(sim, steps, ("angles@2",), snippet=0.05, chunk_bytes=2 * 42 * 4 * 4)
-    from flycuda.settings import resolve_offsets
+    from flycuda.replay.settings import resolve_offsets
 
     m = tripod_gait()
     offs = resolve_offsets(m, 2, snippet=0.05)
@@ -199,7 +196,7 @@ def test_a_failing_writer_marks_the_store_incomplete(tmp_path, monkeypatch):
 
 def test_device_and_host_memory_do_not_grow_with_duration():
     """The recorder's buffers are sized by the chunk, not the run: 1x, 10x, 100x steps."""
-    from flycuda.observables import Observable
+    from flycuda.recording import Observable
 
     W, N = 64, 73  # chunk_bytes below: 16 samples (MAX_ROWS does not bind)
     src = torch.randn(W, N)
@@ -223,12 +220,12 @@ def test_device_and_host_memory_do_not_grow_with_duration():
 
 @pytest.mark.parametrize("K,every", [(1, 1), (3, 1), (3, 2), (7, 3), (16, 5), (4, 4)])
 def test_launches_never_reach_a_slot_still_being_copied(K, every):
-    """The host loop's rule (replay._timed_loop): a K-step launch only when it ends by
+    """The host loop's rule (flycuda.replay.loop.timed_loop): a K-step launch only when it ends by
     safe_until(), else one step; flush_ready after each. Then no launch writes a sample into
     the chunk after the one filling (its ring slot's previous chunk may still be copying out:
     the device-side wait for that copy is queued when the filling chunk is flushed), and the
     chunk sizes make edges launch-aligned where possible."""
-    from flycuda.observables import Observable
+    from flycuda.recording import Observable
 
     src = torch.randn(2, 5)
     obs = [Observable("a", "qpos", src, torch.arange(5, dtype=torch.int32), list("abcde"), every),
@@ -311,9 +308,8 @@ def test_recording_reader_and_npz_export(tmp_path):
 
 def test_frames_rendered_afterwards_equal_live_frames(tmp_path):
     """Re-posing worlds from the stored qpos draws what the live worlds showed at those steps."""
-    from flycuda.playback import render_recording
     from flycuda.render import TileRenderer
-    from flycuda.replay import replay
+    from flycuda.replay import render_recording, replay
 
     sim, every = _sim(3), 6
     tiles = TileRenderer(sim, "track", 40, 30, mosaic=True)
@@ -342,7 +338,7 @@ def test_frames_rendered_afterwards_equal_live_frames(tmp_path):
 
 
 def test_render_needs_qpos_and_a_model(tmp_path):
-    from flycuda.playback import render_recording
+    from flycuda.replay import render_recording
 
     path = str(tmp_path / "r.zarr")
     _replay(_sim(1), 4, ("angles",), record=path)
@@ -377,8 +373,8 @@ def test_cli_record_zarr_and_render(tmp_path, capsys):
 def test_cuda_graph_store_equals_eager(tmp_path):
     """On a GPU: the captured loop (K = 3 steps per launch) streams the same store as eager steps,
     and the simulation stream is never synchronized by the recorder (its copies run on a side stream)."""
-    from flycuda.bridge import Sim
     from flycuda.replay import replay
+    from flycuda.sim import Sim
 
     stores = []
     for graph in (False, True):

@@ -1,5 +1,5 @@
 """The renderer's data layout is written once in C++ (csrc/kernels/render/layout.h)
-and mirrored in flycuda/scene.py: every column and limit must agree, and the
+and mirrored in flycuda/ops/scene_layout.py: every column and limit must agree, and the
 packed scene must have exactly those columns."""
 
 import os
@@ -7,12 +7,13 @@ import re
 
 import pytest
 
-from flycuda import scene
+from flycuda.ops import scene_layout as scene
+from flycuda.render import pack_scene
 
 LAYOUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc", "kernels", "render",
                       "layout.h")
 
-MIRROR = {  # layout.h name: scene.py name
+MIRROR = {  # layout.h name: scene_layout.py name (the geom types: MuJoCo's mjtGeom)
     "kInfoCols": "INFO_COLS", "kInfoType": "INFO_TYPE", "kInfoRoot": "INFO_ROOT",
     "kParamCols": "PARAM_COLS", "kParamSize": "PARAM_SIZE", "kParamRgb": "PARAM_RGB", "kParamRgb2": "PARAM_RGB2",
     "kParamChecker": "PARAM_CHECKER", "kParamRbound": "PARAM_RBOUND",
@@ -55,10 +56,10 @@ def test_leaf_encoding_matches_the_header():
 
 @pytest.mark.needs_warp
 def test_packed_scene_has_the_layouts_columns():
-    from flycuda.bridge import Sim
-    from flycuda.model import fly_mesh_model
+    from flycuda.sim import Sim
+    from flycuda.sim.hexapod import fly_mesh_model
 
-    sc = scene.pack_scene(Sim.build(fly_mesh_model(around=6), 1, device="cpu").mjm)
+    sc = pack_scene(Sim.build(fly_mesh_model(around=6), 1, device="cpu").mjm)
     cols = {"geom_info": scene.INFO_COLS, "geom_param": scene.PARAM_COLS, "bvh_boxes": scene.BOX_COLS,
             "bvh_links": 2, "tris": scene.TRI_COLS, "top_links": 2, "lights": scene.LIGHT_COLS}
     for name, n in cols.items():

@@ -12,13 +12,11 @@ from dataclasses import replace
 
 import pytest
 import torch
+from common import _fly_sim, _op_args, _prims_sim, _render, assert_images_close, cpu_and_cuda
 
 import flycuda
-from flycuda import launch_plan
-from flycuda.reference.grid_render import render_tiles as grid_render
+from flycuda.ops import launch_plan
 from flycuda.reference.render import render_tiles as ref_render
-
-from common import _fly_sim, _op_args, _prims_sim, _render, assert_images_close, cpu_and_cuda
 
 pytestmark = pytest.mark.needs_warp
 
@@ -38,8 +36,8 @@ def fly():
 
 
 def _fly_mesh_sim(around: int):
-    """The hexapod with triangle-mesh body parts (flycuda.model.fly_mesh_model), 2 worlds."""
-    from flycuda.model import fly_mesh_model
+    """The hexapod with triangle-mesh body parts (flycuda.sim.hexapod.fly_mesh_model), 2 worlds."""
+    from flycuda.sim.hexapod import fly_mesh_model
 
     return _fly_sim(2, model=fly_mesh_model(around=around))
 
@@ -78,24 +76,6 @@ def test_op_matches_reference(request, device, scene, samples, shadows):
         assert ids == set(range(-1, 7))
     else:  # the floor fills the background; thorax, head and many leg segments are seen
         assert -1 not in ids and len(ids) >= 10
-
-
-@pytest.mark.parametrize("scene", ["prims", "fly"])
-def test_grid_emulator_matches_cpu_op(request, scene):
-    """The grid emulator (the kernels line by line, float32) equals the CPU op bit for bit."""
-    sim, cam = request.getfixturevalue(scene)
-    tr = _render(sim, cam, 12, 9, mosaic=True)
-    from flycuda.render import TileRenderer
-
-    tiles = TileRenderer(sim, cam, 12, 9, rgb=True, depth=True, seg=True)
-    tiles.render()
-    rgb, _, _ = grid_render(sim.view("geom_xpos"), sim.view("geom_xmat"), tr.cam_pos, tr.cam_mat,
-                            list(range(sim.nworld)), tr.scene, fovy=tr.fovy, height=9, width=12,
-                            mosaic_cols=tr.cols, depth=False, seg=False)
-    _, depth, seg = grid_render(sim.view("geom_xpos"), sim.view("geom_xmat"), tr.cam_pos, tr.cam_mat,
-                                list(range(sim.nworld)), tr.scene, fovy=tr.fovy, height=9, width=12, rgb=False)
-    assert torch.equal(seg[:, 0], tiles.seg) and torch.equal(depth[:, 0], tiles.depth)
-    assert torch.equal(rgb, tr.rgb)
 
 
 def test_mosaic_world_selection_and_fixed_camera(prims):
@@ -187,7 +167,7 @@ class _Short:
     ("pixels_range", r"argument 'pixels' must hold indices in \[0, 300\)"),
     ("pixels_mosaic", r"a pixel list \('pixels'\) cannot be drawn into a mosaic"),
     ("scene_dtype", r"scene field 'geom_param' must have dtype Float, got Double"),
-    ("scene_count", r"argument 'scene' must hold the 11 fields of flycuda.scene.Scene.FIELDS, got 10 tensors"),
+    ("scene_count", r"argument 'scene' must hold the 11 fields of flycuda.ops.scene_layout.Scene.FIELDS, got 10 tensors"),
     ("workspace_missing", r"argument 'top_boxes' \(the workspace \[S, 5, 12\]\) is required"),
     ("workspace_unaligned", r"argument 'top_boxes' must start on a 16-byte boundary"),
 ])
@@ -246,8 +226,8 @@ def test_bad_input(prims, case, msg):
 
 
 def test_unknown_camera_and_bad_size(prims):
-    from flycuda.bridge import BridgeError
     from flycuda.render import RenderError, TileRenderer
+    from flycuda.sim import BridgeError
 
     sim, _ = prims
     with pytest.raises(BridgeError, match=r"unknown camera 'nope'; the model has: overview"):
@@ -336,8 +316,8 @@ def test_unchecked_bad_world_renders_blank_not_out_of_bounds(prims):
 def test_tile_renderer_validates_after_a_render_outside_capture(prims, monkeypatch):
     """A first render captured into a CUDA graph skips the index check (no host copies
     in capture), so it must not mark the scene as validated."""
-    from flycuda import streams
     from flycuda.render import TileRenderer
+    from flycuda.sim import streams
 
     sim, cam = prims
     tr = TileRenderer(sim, cam, 8, 6)
@@ -367,7 +347,7 @@ def test_mesh_heavy_scene_is_closed_meshes_with_the_hexapods_physics():
     import mujoco
     import numpy as np
 
-    from flycuda.model import capsule_mesh, fly_mesh_model, fly_model
+    from flycuda.sim.hexapod import capsule_mesh, fly_mesh_model, fly_model
 
     v, f = capsule_mesh(0.01, 0.02, around=12, cap=3, length=6)
     assert len(f) == 2 * 12 * (2 * 3 + 6 - 1)
@@ -421,8 +401,8 @@ def test_several_cameras_per_world(prims):
 
 def test_named_cameras_not_evenly_spaced_follow_the_sim():
     """Named cameras whose ids are not evenly spaced are gathered before each render."""
-    from flycuda.bridge import Sim
     from flycuda.render import TileRenderer
+    from flycuda.sim import Sim
 
     cams = "".join(f'<camera name="c{i}" pos="{0.1 * i} -1 1" xyaxes="1 0 0 0 0.7 0.7"/>' for i in range(4))
     xml = f"""<mujoco><worldbody><geom type="plane" size="1 1 0.1"/>{cams}
@@ -474,10 +454,10 @@ def test_heightfield_renders_as_mujoco_warp_draws_it():
     matching mjw.render's segmentation (IoU) and depth, and the float64 reference."""
     import mujoco_warp as mjw
     import warp as wp
-
-    from flycuda.bridge import Sim
-    from flycuda.render import TileRenderer
     from common import MJW_HFIELD_XML
+
+    from flycuda.render import TileRenderer
+    from flycuda.sim import Sim
 
     xml = MJW_HFIELD_XML.replace("<worldbody>", '<worldbody><camera name="c" pos="0 -3 2.5" xyaxes="1 0 0 0 0.6 0.8"/>', 1)
     sim = Sim.build(xml, 1, device="cpu")
@@ -505,8 +485,8 @@ def test_heightfield_renders_as_mujoco_warp_draws_it():
 def test_rays_that_hit_nothing_show_the_skybox():
     """A model with a gradient skybox: rays that hit nothing take its colour (bluer
     looking up than down), equal to the float64 reference; without a skybox, black."""
-    from flycuda.bridge import Sim
     from flycuda.render import TileRenderer
+    from flycuda.sim import Sim
 
     xml = """<mujoco><asset><texture type="skybox" builtin="gradient" rgb1="0.2 0.4 0.9" rgb2="0.9 0.5 0.1"
       width="16" height="96"/></asset><worldbody><geom type="plane" size="1 1 0.1"/>

@@ -1,4 +1,4 @@
-"""render_tiles' BVHs: the per-world top level flycuda.scene builds and the op refits
+"""render_tiles' BVHs: the per-world top level flycuda.render.scene builds and the op refits
 from the live poses (CPU twin vs the grid emulator's float64 mirror, and a
 containment check independent of both); images identical whatever the top level's
 topology (exact culling and tie order); no silent holes (every BVH's depth checked
@@ -10,19 +10,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from common import _fly_sim, _op_args, _prims_sim, _render, assert_images_close, cpu_and_cuda
 
 import flycuda
-from flycuda import scene as scene_mod
-from flycuda.reference import grid_render
-
-from common import _fly_sim, _op_args, _prims_sim, _render, assert_images_close, cpu_and_cuda
+from flycuda.ops import scene_layout as layout
+from flycuda.render import scene as scene_mod
 
 pytestmark = pytest.mark.needs_warp
 
 
 @pytest.fixture(scope="module")
 def scenes():
-    from flycuda.model import fly_mesh_model
+    from flycuda.sim.hexapod import fly_mesh_model
 
     return {"prims": (_prims_sim(3), "overview"), "fly": (_fly_sim(2, steps=20), "track"),
             "fly_mesh": (_fly_sim(2, steps=20, model=fly_mesh_model(around=8)), "track")}
@@ -31,7 +30,7 @@ def scenes():
 def _shuffled_top(sc, seed: int):
     """The same bounded geoms under another top-level topology: built over random
     centers, so that it groups geoms that are nowhere near each other."""
-    rb = sc.geom_param[:, scene_mod.PARAM_RBOUND].numpy()
+    rb = sc.geom_param[:, layout.PARAM_RBOUND].numpy()
     bounded = np.flatnonzero(rb > 0)
     rng = np.random.default_rng(seed)
     links, _ = scene_mod.build_top(rng.normal(size=(len(bounded), 3)), np.full(len(bounded), 0.1), items=bounded)
@@ -58,7 +57,7 @@ def _leaf_geoms(links):
     out = []
     for x in links.flatten().tolist():
         if x < 0:
-            first, count = scene_mod.leaf_range(x)
+            first, count = layout.leaf_range(x)
             out += list(range(first, first + count))
     return out
 
@@ -69,9 +68,9 @@ def test_topology_covers_each_bounded_geom_once(scenes, scene):
 
     sim, cam = scenes[scene]
     sc = TileRenderer(sim, cam, 8, 6).scene
-    top, rb = sc.top_links.numpy(), sc.geom_param[:, scene_mod.PARAM_RBOUND].numpy()
+    top, rb = sc.top_links.numpy(), sc.geom_param[:, layout.PARAM_RBOUND].numpy()
     assert sorted(_leaf_geoms(top)) == np.flatnonzero(rb > 0).tolist()
-    assert all(scene_mod.leaf_range(x)[1] == 1 for x in top.flatten() if x < 0)
+    assert all(layout.leaf_range(x)[1] == 1 for x in top.flatten() if x < 0)
     assert sc.unbounded.tolist() == np.flatnonzero(rb <= 0).tolist()
     assert set(sc.geom_info[sc.unbounded.long(), 0].tolist()) == {0}  # the floor planes
     inner = top[top >= 0]
@@ -114,14 +113,12 @@ def test_refit_boxes_hold_the_posed_geoms(scenes, scene):
             for i, link in enumerate(links):
                 lo, hi = box[j, i, :3], box[j, i, 3:]
                 if link < 0:
-                    k = scene_mod.leaf_range(link)[0]
+                    k = layout.leaf_range(link)[0]
                     g = int(sc.geom_ids[k])
                     pts = xpos[w, g] + _local_points(sc, sim.mjm, k) @ xmat[w, g].T
                     assert (pts >= lo).all() and (pts <= hi).all(), (s, j, k)
                 else:
                     assert (box[link, :, :3] >= lo).all() and (box[link, :, 3:] <= hi).all(), (s, j)
-    grid = grid_render.refit_top(tr.geom_xpos, tr.geom_xmat, tr.worlds, sc)
-    assert torch.equal(tr.top_boxes, grid)
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())
@@ -159,8 +156,8 @@ def test_exact_ties_resolve_in_render_list_order():
     """Coincident geoms (a box twice, a mesh twice) hit at bit-identical distances: the
     earlier geom of the render list wins on every path, whatever order the top level
     visits them in."""
-    from flycuda.bridge import Sim
-    from flycuda.model import _sphere_mesh
+    from flycuda.sim import Sim
+    from flycuda.sim.hexapod import _sphere_mesh
 
     vert, face = _sphere_mesh()
     pair = '<geom type="box" size="0.04 0.03 0.05"/>' * 2 + '<geom type="mesh" mesh="m" pos="0 0 0.12"/>' * 2
@@ -173,9 +170,6 @@ def test_exact_ties_resolve_in_render_list_order():
     fast = _same_under_any_topology(sim, "c", 48, 36)
     seen = set(torch.unique(fast.seg).tolist())
     assert seen - {-1} == {0} | {1 + 4 * b + i for b in range(3) for i in (0, 2)}  # first of each pair only
-    grid = grid_render.render_tiles(sim.view("geom_xpos"), sim.view("geom_xmat"), fast.cam_pos, fast.cam_mat, [0],
-                                    fast.scene, fovy=fast.fovy, height=12, width=16)[2]
-    assert set(torch.unique(grid).tolist()) <= seen
 
 
 def test_far_telephoto_camera_renders_the_same_under_any_topology(scenes):
@@ -190,8 +184,8 @@ def test_far_telephoto_camera_renders_the_same_under_any_topology(scenes):
 
 def test_scene_without_bounded_geoms():
     """Only a plane: an empty top level ([S, 0, 12] workspace), the plane still renders."""
-    from flycuda.bridge import Sim
     from flycuda.render import TileRenderer
+    from flycuda.sim import Sim
 
     xml = """<mujoco><statistic extent="2"/><worldbody><geom type="plane" size="1 1 0.1" rgba="0.5 0.6 0.7 1"/>
       <camera name="c" pos="0 -1 1" xyaxes="1 0 0 0 0.7 0.7"/></worldbody></mujoco>"""
@@ -210,9 +204,9 @@ def _bad_top(sc, case):
     if case == "back_link":
         top[inner[0]] = inner[0][0]
     elif case == "leaf_count":
-        top[leaves[0]] = scene_mod.make_leaf(scene_mod.leaf_range(int(top[leaves[0]]))[0], 2)
+        top[leaves[0]] = layout.make_leaf(layout.leaf_range(int(top[leaves[0]]))[0], 2)
     elif case == "leaf_range":
-        top[leaves[0]] = scene_mod.make_leaf(99, 1)
+        top[leaves[0]] = layout.make_leaf(99, 1)
     elif case == "missing_geom":  # duplicate another leaf's geom
         top[leaves[0]] = top[leaves[1]]
     elif case == "orphan":  # the root's second child replaced by the last node (already linked)
@@ -262,7 +256,7 @@ def test_pixels_walk_the_top_level(scenes):
     tr = _render(sim, cam, 40, 30)
     top = tr.scene.top_links.clone()
     leaves = [(j, i) for j in range(len(top)) for i in range(2) if top[j, i] < 0]
-    gone = scene_mod.leaf_range(int(top[leaves[0]]))[0]
+    gone = layout.leaf_range(int(top[leaves[0]]))[0]
     top[leaves[0]] = top[leaves[1]]
     tr.scene = replace(tr.scene, top_links=top)
     before = set(torch.unique(tr.seg).tolist())
@@ -293,11 +287,11 @@ def test_corrupted_top_level_unchecked_stays_in_bounds(scenes, case):
 def _chain_mesh(sc, depth: int):
     """sc with its first mesh's BVH replaced by a chain `depth` internal nodes deep
     (each node: a one-triangle leaf and the next node), appended after the others."""
-    k = int(torch.nonzero(sc.geom_info[:, 0] == scene_mod.MESH)[0])
+    k = int(torch.nonzero(sc.geom_info[:, 0] == layout.MESH)[0])
     n0, tri0 = sc.bvh_boxes.shape[0], 0
     boxes = sc.bvh_boxes[sc.geom_info[k, 1]].repeat(depth, 1)  # any boxes: the check reads the links
-    links = torch.tensor([[scene_mod.make_leaf(tri0, 1), n0 + j + 1] for j in range(depth)], dtype=torch.int32)
-    links[-1, 1] = scene_mod.make_leaf(tri0 + 1, 1)
+    links = torch.tensor([[layout.make_leaf(tri0, 1), n0 + j + 1] for j in range(depth)], dtype=torch.int32)
+    links[-1, 1] = layout.make_leaf(tri0 + 1, 1)
     info = sc.geom_info.clone()
     info[k, 1] = n0
     return replace(sc, bvh_boxes=torch.cat([sc.bvh_boxes, boxes]), bvh_links=torch.cat([sc.bvh_links, links]),
@@ -344,7 +338,7 @@ def test_corrupted_mesh_bvh_unchecked_stays_in_bounds(scenes):
     links = tr.scene.bvh_links.clone()
     links[0, 0] = 0                                                          # a link back
     links[1, 1] = 10 ** 6                                                    # past the nodes
-    links[2, 0] = scene_mod.make_leaf(tr.scene.tris.shape[0] - 1, 7)         # past the triangles
+    links[2, 0] = layout.make_leaf(tr.scene.tris.shape[0] - 1, 7)         # past the triangles
     sc = replace(tr.scene, bvh_links=links)
     rgb = torch.full((2, 9, 12, 3), 7, dtype=torch.uint8)
     flycuda.render_tiles(*_op_args(tr).values(), sc, fovy=tr.fovy, height=9, width=12, rgb=rgb,

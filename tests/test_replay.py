@@ -73,8 +73,8 @@ def test_gpu_runs_agree_within_tolerance(result):
 
 
 def test_snippets_give_each_world_its_own_start():
-    from flycuda.motion import snippet_offsets, tripod_gait
     from flycuda.replay import replay
+    from flycuda.sim.motion import snippet_offsets, tripod_gait
 
     motion = tripod_gait(2.0)
     offs = snippet_offsets(motion, 3, 0.1)
@@ -86,8 +86,8 @@ def test_snippets_give_each_world_its_own_start():
 
 def test_pre_expanded_buffer_equals_recording():
     """A [W, steps, D] buffer at the simulation rate drives the same replay bit for bit."""
-    from flycuda.motion import Motion, tripod_gait
     from flycuda.replay import replay
+    from flycuda.sim import Motion, tripod_gait
 
     rec = tripod_gait(0.2, fps=1.0 / DT)  # one frame per step, so no blending
     offsets = torch.tensor([0.0, 37.0], dtype=torch.float64)
@@ -103,9 +103,9 @@ def test_wrapped_external_mjw_data_and_zero_copy_views():
     import mujoco_warp as mjw
     import warp as wp
 
-    from flycuda.bridge import VIEW_FIELDS, Sim
-    from flycuda.model import fly_model
     from flycuda.replay import replay
+    from flycuda.sim import fly_model
+    from flycuda.sim.mjwarp import VIEW_FIELDS, Sim
 
     mjm = fly_model()
     with wp.ScopedDevice("cpu"):
@@ -123,7 +123,7 @@ def test_wrapped_external_mjw_data_and_zero_copy_views():
 
 
 def test_motion_npz_round_trip_and_leg_layout(tmp_path):
-    from flycuda.motion import load_motion, save_motion, tripod_gait
+    from flycuda.sim import load_motion, save_motion, tripod_gait
 
     m = tripod_gait(0.1)
     p = tmp_path / "m.npz"
@@ -158,7 +158,7 @@ def test_cli_replay_end_to_end(tmp_path, capsys):
 
 
 def _bad_motion(tmp_path, name, **overrides):
-    from flycuda.motion import tripod_gait
+    from flycuda.sim import tripod_gait
 
     m = tripod_gait(0.1)
     fields = dict(angles=m.angles.numpy(), fps=330.0, dof_names=np.array(m.dof_names))
@@ -226,9 +226,9 @@ def test_api_bad_input(kw, msg):
 def test_cubic_replay_targets_are_the_spline():
     """interp="cubic" drives the worlds with spline_to_ctrl: the targets the replay reports
     are the spline of the recording (not the linear blend), at every recorded step."""
-    from flycuda.motion import tripod_gait
+    from flycuda.ops import spline_coeffs
     from flycuda.replay import replay
-    from flycuda.spline import spline_coeffs
+    from flycuda.sim import tripod_gait
 
     motion = tripod_gait(0.3)
     lin = replay(motion=motion, worlds=2, snippet=0.1, duration=40 * DT, progress=False, record="memory", device="cpu")
@@ -248,9 +248,8 @@ def test_cubic_replay_targets_are_the_spline():
 def test_warmup_and_keep_state():
     """warmup settles with the first targets (the step counter does not move); keep_state
     starts from the worlds' state as it is."""
-    from flycuda.bridge import Sim
-    from flycuda.motion import tripod_gait
     from flycuda.replay import ReplayError, replay
+    from flycuda.sim import Sim, tripod_gait
 
     motion = tripod_gait(0.3)
     sim = Sim.build(None, 2, device="cpu")
@@ -285,7 +284,7 @@ def test_cli_interp_and_warmup(tmp_path, capsys):
 def test_cli_model_file_named_like_a_flygym_model(tmp_path, capsys):
     """An MJCF file whose name starts with "neuromechfly" is a file, not the FlyGym model."""
     from flycuda.cli import main
-    from flycuda.model import fly_model_xml
+    from flycuda.sim.hexapod import fly_model_xml
 
     path = tmp_path / "neuromechfly_v2.xml"
     path.write_text(fly_model_xml())

@@ -6,14 +6,13 @@ import importlib.util
 import numpy as np
 import pytest
 import torch
+from common import cpu_and_cuda, poison_like, strided_view
+from test_motion_to_ctrl import MODES, SHAPES
 
 import flycuda
 from flycuda import reference
-from flycuda.motion import Motion, MotionError
-from flycuda.spline import SplineError, spline_coeffs
-
-from common import cpu_and_cuda, poison_like, strided_view
-from test_motion_to_ctrl import SHAPES, MODES
+from flycuda.ops import SplineError, spline_coeffs
+from flycuda.sim import Motion, MotionError
 
 HAS_SCIPY = importlib.util.find_spec("scipy") is not None
 

@@ -1,7 +1,7 @@
 """The stream shared by torch and Warp, graph capture on it, and concurrent fused launches.
 
 CPU: the helpers are no-ops there, and every capture in the repository goes through
-flycuda.streams (a capture on the legacy default stream cannot come back silently).
+flycuda.sim.streams (a capture on the legacy default stream cannot come back silently).
 GPU: the shared stream is a real non-default stream seen by both torch and Warp,
 capture on the legacy stream is refused with flycuda's error, and two fused
 motion_to_ctrl launches on different counters and streams overlap correctly.
@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import flycuda
-from flycuda import launch_plan, streams
+from flycuda.ops import launch_plan
+from flycuda.sim import streams
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What starts a Warp capture or hands torch's stream to Warp. (torch.cuda.graph is
@@ -30,19 +31,19 @@ def test_shared_stream_is_a_no_op_on_cpu():
 
 def test_every_capture_goes_through_flycuda_streams():
     """Benchmarks, replay, notebooks and the self-check capture Warp work only via
-    flycuda.streams, which never captures on the legacy default stream."""
+    flycuda.sim.streams, which never captures on the legacy default stream."""
     offenders = []
     for top in ("flycuda", "bench", "notebooks"):
         for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
             for name in files:
                 path = os.path.join(dirpath, name)
-                if not name.endswith((".py", ".ipynb")) or path.endswith(os.path.join("flycuda", "streams.py")):
+                if not name.endswith((".py", ".ipynb")) or path.endswith(os.path.join("flycuda", "sim", "streams.py")):
                     continue
                 with open(path, encoding="utf-8") as f:
                     for i, line in enumerate(f, 1):
                         if CAPTURE_CALLS.search(line):
                             offenders.append(f"{os.path.relpath(path, ROOT)}:{i}: {line.strip()}")
-    assert not offenders, "capture outside flycuda.streams:\n" + "\n".join(offenders)
+    assert not offenders, "capture outside flycuda.sim.streams:\n" + "\n".join(offenders)
 
 
 @pytest.mark.needs_cuda

@@ -1,4 +1,4 @@
-"""flycuda.vision: FlyGym's ommatidia readouts for every world, on the device.
+"""flycuda.vision.eyes: FlyGym's ommatidia readouts for every world, on the device.
 
 Exact mode must equal FlyGym's own pooling (``Retina.fisheye_image_to_hex_pxls``)
 of flycuda's full eye images of the same state, bit for bit, for every world and
@@ -11,7 +11,6 @@ import os
 import numpy as np
 import pytest
 import torch
-
 from common import nmf_with_eyes
 
 pytestmark = [pytest.mark.needs_warp, pytest.mark.needs_flygym]
@@ -66,8 +65,7 @@ def test_selected_worlds(eyes):
 
 
 def test_bad_input(eyes):
-    from flycuda.bridge import Sim
-    from flycuda.model import fly_model
+    from flycuda.sim import Sim, fly_model
     from flycuda.vision import Vision, VisionError
 
     with pytest.raises(VisionError, match=r"no \(single\) pair of eye cameras .* NeuroMechFly.add_vision\(\)"):
@@ -118,7 +116,7 @@ FIDELITY = f"""
 import json, sys
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from common import nmf_with_eyes
-from flycuda import flygym as fg
+from flycuda.sim import flygym as fg
 from flycuda.vision import Vision, agreement
 sim, fly, world = nmf_with_eyes()
 sim.kinematics()  # geom poses of the current qpos, as FlyGym's mj_forward computes them

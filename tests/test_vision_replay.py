@@ -13,7 +13,6 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from common import eyed_fly_xml, small_retina
 
 pytestmark = pytest.mark.needs_warp
@@ -22,8 +21,8 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.needs_cuda)]
 
 
 def _replay(device, steps, **kw):
-    from flycuda.bridge import Sim
     from flycuda.replay import replay
+    from flycuda.sim import Sim
 
     sim = Sim.build(eyed_fly_xml(), 3, device=device)
     res = replay(sim=sim, worlds=3, duration=steps * sim.timestep, progress=False, **kw)
@@ -36,7 +35,7 @@ def test_stored_readouts_equal_the_eyes_at_those_steps(device):
     at the state the step-s eyes saw: qpos after s - 1 steps (MuJoCo computes the poses
     at a step's start), the initial state for k = 0. Four chunks of two samples: the
     ring's two slots are each reused; on CUDA through the captured graphs."""
-    from flycuda.bridge import Sim
+    from flycuda.sim import Sim
     from flycuda.vision import Vision
 
     retina, every, steps = small_retina(), 8, 60
@@ -95,15 +94,15 @@ def test_vision_without_a_store_records_nothing_but_runs():
     ("", r"vision must be a spec"),
 ])
 def test_bad_specs(spec, match):
+    from flycuda.replay.vision_stage import parse_vision
     from flycuda.vision import VisionError
-    from flycuda.vision_stage import parse_vision
 
     with pytest.raises(VisionError, match=match):
         parse_vision(spec)
 
 
 def test_parse_vision():
-    from flycuda.vision_stage import DEFAULT_HZ, VisionSpec, parse_vision
+    from flycuda.replay.vision_stage import DEFAULT_HZ, VisionSpec, parse_vision
 
     assert parse_vision("exact") == VisionSpec("exact", 4, None, None)
     assert parse_vision("FAST:8@100Hz") == VisionSpec("fast", 8, None, 100.0)
@@ -112,7 +111,7 @@ def test_parse_vision():
 
 
 def test_bad_models_and_retinas(tmp_path):
-    from flycuda.observables import ObservableError
+    from flycuda.recording import ObservableError
     from flycuda.replay import replay
     from flycuda.vision import VisionError
 
@@ -120,7 +119,7 @@ def test_bad_models_and_retinas(tmp_path):
         replay(worlds=1, duration=0.002, vision="exact", retina=small_retina(), progress=False)
     xml = eyed_fly_xml().replace('name="l_eye_cam_camera"', 'name="l_eye_cam_camera" resolution="64 48"')
     with pytest.raises(VisionError, match=r"'l_eye_cam_camera' renders 64x48 but the retina reads 30x37"):
-        replay(xml, worlds=1, duration=0.002, vision="exact", retina=small_retina(), progress=False)
+        replay(model=xml, worlds=1, duration=0.002, vision="exact", retina=small_retina(), progress=False)
     with pytest.raises(ObservableError, match=r"recorded with --vision"):
         replay(worlds=1, duration=0.002, observe=("vision",), progress=False)
     out = tmp_path / "r.zarr"
@@ -151,10 +150,10 @@ class _Frames:
 
 
 def test_video_afterwards_draws_the_recorded_eyes(tmp_path):
-    from flycuda.bridge import Sim
-    from flycuda.playback import render_recording
     from flycuda.recording import Recording, RecordingError
     from flycuda.render import mosaic
+    from flycuda.replay import render_recording
+    from flycuda.sim import Sim
     from flycuda.vision import eye_strip
 
     retina, path = small_retina(), str(tmp_path / "eyes.zarr")
@@ -182,9 +181,9 @@ def test_video_afterwards_draws_the_recorded_eyes(tmp_path):
 def test_live_video_shows_the_latest_eyes():
     """Each live frame: the selected worlds' tiles with, beneath, their eyes' latest
     readouts (vision every 4 steps, a frame every 6: the frame at step 6 shows sample 1)."""
-    from flycuda.bridge import Sim
     from flycuda.render import TileRenderer
     from flycuda.replay import replay
+    from flycuda.sim import Sim
     from flycuda.vision import eye_strip
 
     retina = small_retina()

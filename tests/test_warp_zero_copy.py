@@ -33,7 +33,7 @@ def test_motion_to_ctrl_drives_mjwarp_worlds():
     mujoco = pytest.importorskip("mujoco")
     wp = pytest.importorskip("warp")
     mjw = pytest.importorskip("mujoco_warp")
-    from flycuda.bridge import quiet_warp
+    from flycuda.sim.mjwarp import quiet_warp
     quiet_warp(wp)
     mjm = mujoco.MjModel.from_xml_string(XML)
     W = 3

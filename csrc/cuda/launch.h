@@ -24,7 +24,7 @@ inline bool capturing(cudaStream_t stream) {
     (void)cudaGetLastError();
     TORCH_CHECK(false, "flycuda: a CUDA graph is being captured on another stream while this op "
                 "launches on the legacy default stream; launch flycuda ops on the capturing stream "
-                "(e.g. inside `with flycuda.streams.shared_stream(device):`)");
+                "(e.g. inside `with flycuda.sim.streams.shared_stream(device):`)");
   }
   C10_CUDA_CHECK(err);
   return status != cudaStreamCaptureStatusNone;

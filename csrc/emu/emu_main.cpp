@@ -13,7 +13,7 @@
 #include "kernels/advance_step.cuh"
 #include "kernels/motion_to_ctrl.cuh"
 #include "kernels/pool_ommatidia.cuh"
-#include "kernels/record_qpos.cuh"
+#include "kernels/record.cuh"
 #include "kernels/render_tiles.cuh"
 #include "emu/npy.h"
 
@@ -233,7 +233,7 @@ void run_pool_quotients(Case& c) {
   c.save("mismatches");
 }
 
-// As csrc/cuda/record_qpos.cu: the case carries the plan that
+// As csrc/cuda/record.cu: the case carries the plan that
 // check_record_qpos / check_record_chunk build (tests/test_emu.py fills it
 // from the tensors' shapes and strides), and the arrays "src", "cols", "out".
 void run_record(Case& c) {
@@ -260,7 +260,7 @@ int32_t rows_of(Case& c, const std::string& name) {
 
 // As csrc/cuda/render_tiles.cu, with the RenderArgs that render_args.cpp builds
 // (make_scene / make_view): the scene's fields by the names of
-// flycuda.scene.Scene.FIELDS, the poses and cameras as strided base buffers, one
+// flycuda.ops.scene_layout.Scene.FIELDS, the poses and cameras as strided base buffers, one
 // fovy (degrees) per camera in "fovy", an optional pixel list "pixels"; the
 // outputs present are the ones requested.
 void run_render_tiles(Case& c) {

@@ -4,7 +4,7 @@
 //   - the host compiler for the CPU twin (csrc/motion_to_ctrl.cpp): the frame
 //     sampling and the plan only (no __global__ code outside nvcc and the emulator);
 //   - the host compiler on the emulated grid (FLYCUDA_EMU, csrc/emu/): everything.
-// No ATen here. flycuda/reference/grid.py mirrors the kernel, flycuda/launch_plan.py
+// No ATen here. flycuda/reference/grid.py mirrors the kernel, flycuda/ops/launch_plan.py
 // the plan's constants (a test holds the two equal).
 //
 // One kernel serves both ops: `Frames` is LinearFrames (motion_to_ctrl: float32
@@ -13,33 +13,7 @@
 // a block. Consecutive threads read consecutive values of one frame row and write
 // one ctrl row, so a warp touches one or two rows of each array.
 //
-// The step counter and the fused advance (advance > 0):
-// flycuda.new_step_counter makes an int64 [2] view at offset 0 of a storage of
-// kCounterBytes = 20 bytes: element 0 is the step; element 1 is reserved (unused;
-// kept so that existing [2] counters and `int(step[0])` keep working); bytes 16..19
-// are the ticket of the fused advance (unsigned 32-bit), 0 between launches. No op
-// on the [2] tensor (step += k, fill_, copy_, clone, indexing) can reach the ticket,
-// and no int64 view of the storage can cover it either (an element there would need
-// bytes 16..23): only the storage's bytes themselves can. A 20-byte storage under an
-// int64 tensor is also what tells a new_step_counter from a [2] that a user sliced
-// out of a bigger buffer (such as torch.zeros(4)[:2], whose "hidden" words would be
-// someone else's data).
-//
-// In a fused launch every thread reads step first; each block, after
-// __syncthreads, takes one ticket with `atomicInc(ticket, gridDim.x - 1)` (CUDA's
-// threadFenceReduction pattern): one atomic per block, no retry. The block that
-// gets gridDim.x - 1 is the last (every other block has read the step) and writes
-// step + advance; atomicInc has already wrapped the ticket back to 0 by then. The
-// kernel never reads the visible words 1.. or trusts a value the user wrote: any
-// step the user sets (step += k, fill_(-1), step -= 1 at 0, start=-k then += k) is
-// simply the step that the launch reads and advances. The ticket is left non-zero
-// only by a write to the storage's raw bytes (untyped_storage(), a uint8 view set_
-// on it) or by a launch that never finished (a device fault, after which the CUDA
-// context is unusable anyway). A counter without the hidden ticket (a plain [1], a
-// clone, a [2] that new_step_counter did not make) takes the
-// unfused plan: the kernel, then a one-thread advance_step launch on the same
-// stream. Launches on different counters share nothing, so they may overlap on any
-// streams; one counter must not be used by two launches at once.
+// The step counter and the fused advance (advance > 0): docs/design.md, "The step counter".
 #pragma once
 
 #include "platform.h"
@@ -127,7 +101,7 @@ struct LinearFrames {
   }
 };
 
-// spline_to_ctrl: per-frame cubic pieces, float64 [M, T, 4, D] (flycuda/spline.py);
+// spline_to_ctrl: per-frame cubic pieces, float64 [M, T, 4, D] (flycuda/ops/spline.py);
 // piece i0 evaluated at a (piece T-1 is the loop's wrap piece).
 struct SplineFrames {
   const double* coeffs;

@@ -12,7 +12,7 @@
 //
 // with n_o the footprint's size in FlyGym's id map (out-of-bounds fisheye pixels
 // count in n_o but add nothing). Here the footprint is a CSR map shared by every
-// image (flycuda/retina.py builds it):
+// image (flycuda/vision/retina.py builds it):
 //
 //   pixels   uint8 [S, E, P, 3]: the colors of the P raw pixels the map reads
 //   readouts[s, e, o, column[o]]     = float32(acc / 255.0),

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .. import launch_plan
+from ..ops import launch_plan
 
 __all__ = ["dim3", "ThreadCtx", "launch", "cdiv", "motion_to_ctrl", "spline_to_ctrl",
            "advance_step", "record_qpos", "record_chunk"]
@@ -183,7 +183,7 @@ def _motion_to_ctrl_advance(ctx, frames, step, ticket, ctrl, act_ids, offsets, W
 
 def _launch_frames(frames, step, ctrl, act_ids, offsets, frames_per_step, mode, advance, threads):
     """As csrc/cuda/motion_to_ctrl.cu ``launch``, by the launch plan
-    (:func:`flycuda.launch_plan.plan_motion_to_ctrl`): fused with the advance for a
+    (:func:`flycuda.ops.launch_plan.plan_motion_to_ctrl`): fused with the advance for a
     counter with the hidden ticket, else followed by advance_step."""
     W, nu = ctrl.shape
     plan = launch_plan.plan_motion_to_ctrl(W, frames[1], advance, launch_plan.step_has_ticket(step), threads)
@@ -234,7 +234,7 @@ def advance_step(step: torch.Tensor, n: int = 1) -> None:
     launch(_advance_step_kernel, 1, 1, step, int(n))
 
 
-# --- record family (csrc/kernels/record_qpos.cuh) ---------------------------------
+# --- record family (csrc/kernels/record.cuh) ---------------------------------
 
 RECORD_THREADS = launch_plan.RECORD_THREADS  # kRecordThreads
 

@@ -7,7 +7,7 @@ import struct
 
 import torch
 
-from .. import launch_plan
+from ..ops import launch_plan
 from .grid import launch
 
 __all__ = ["pool_ommatidia"]

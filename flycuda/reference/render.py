@@ -1,4 +1,4 @@
-"""Vectorized float64 reference of ``flycuda.render_tiles`` (csrc/kernels/render_tiles.h).
+"""Vectorized float64 reference of ``flycuda.render_tiles`` (csrc/kernels/render_tiles.cuh).
 
 Every ray of every selected world at once, intersected with every geom by
 closed-form formulas, and meshes by brute force over all their triangles (no
@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from ..ops.scene_layout import leaf_range
 
 EPS = 1e-6
 INF = math.inf
@@ -139,8 +141,6 @@ def _trace(scene, xpos, xmat, o, d, any_hit=False):
 
 def _mesh_tris(scene, root):
     """All triangles under BVH node ``root`` (the reference does not use the BVH itself)."""
-    from ..scene import leaf_range
-
     links, tris = scene.bvh_links.cpu(), scene.tris.cpu()
     out, stack = [], [root]
     while stack:

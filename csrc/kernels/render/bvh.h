@@ -3,7 +3,7 @@
 // over both levels. A mesh leaf of the top level moves the ray into the mesh's
 // frame and pushes a marker that moves it back; one int32 stack serves both
 // levels (layout.h: kStack, sized by the depths the host checks). Mirrored by
-// flycuda/reference/grid_render.py.
+// flycuda/reference/render.py (float64).
 #pragma once
 
 #include "kernels/platform.h"

@@ -1,5 +1,5 @@
 // flycuda: the tile renderer's data layout: the columns of every packed scene
-// array and the limits the host checks against. flycuda/scene.py mirrors these
+// array and the limits the host checks against. flycuda/ops/scene_layout.py mirrors these
 // names (tests/test_render_layout.py holds the two equal).
 #pragma once
 

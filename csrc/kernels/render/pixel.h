@@ -4,7 +4,7 @@
 // Conventions follow MuJoCo Warp's renderer: the camera looks along its -z axis
 // with y up, row 0 is the top of the image, pixel centers are at +0.5, and depth is
 // planar (distance along the optical axis). seg holds the geom id, or -1.
-// Mirrored by flycuda/reference/render.py (float64) and grid_render.py.
+// Mirrored by flycuda/reference/render.py (float64).
 #pragma once
 
 #include "kernels/platform.h"

@@ -1,0 +1,81 @@
+"""flycuda's errors: every one derives from :class:`FlycudaError` (a ``ValueError``:
+what the user asked for cannot be done), so a caller catches them all at once; the
+``flycuda`` command prints one line and exits 2 on any of them.
+
+Errors from the ops themselves (bad tensors) are torch's ``RuntimeError``s raised
+by the C++ checks, or ``ValueError``s from the Python wrappers; both name the
+argument, what was expected and what was got.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FlycudaError", "BridgeError", "FlyGymError", "MotionError", "SplineError", "ObservableError",
+           "StoreError", "RecordingError", "RenderError", "SceneError", "VisionError", "ReplayError",
+           "CaptureError", "CaptureAllocationError"]
+
+
+class FlycudaError(ValueError):
+    """The base of every flycuda error."""
+
+
+# --- sim ------------------------------------------------------------------------------
+
+class BridgeError(FlycudaError):
+    """A model, device or name mapping that the MuJoCo Warp worlds cannot use."""
+
+
+class FlyGymError(BridgeError):
+    """FlyGym is missing or too old for this Python, or a FlyGym object flycuda cannot use."""
+
+
+class MotionError(FlycudaError):
+    """A recording that cannot be used (missing file, bad shape, names, fps)."""
+
+
+class CaptureError(FlycudaError, RuntimeError):
+    """A CUDA graph that cannot be captured as asked (the legacy default stream, torch's
+    and Warp's streams differ)."""
+
+
+class CaptureAllocationError(CaptureError):
+    """torch's caching allocator allocated memory while a CUDA graph was being captured."""
+
+
+# --- ops ------------------------------------------------------------------------------
+
+class SplineError(FlycudaError):
+    """Angles that cannot be splined (wrong rank, no frames, non-finite values)."""
+
+
+# --- recording ------------------------------------------------------------------------
+
+class ObservableError(FlycudaError):
+    """An observable that cannot be recorded (unknown kind or name, bad rate)."""
+
+
+class StoreError(FlycudaError):
+    """A store that cannot be created, opened or written."""
+
+
+class RecordingError(FlycudaError):
+    """A recording that cannot be read as asked (missing array, incomplete store)."""
+
+
+# --- render and vision ----------------------------------------------------------------
+
+class RenderError(FlycudaError):
+    """Bad render settings (size, camera, output path)."""
+
+
+class SceneError(FlycudaError):
+    """A scene the renderer cannot draw (e.g. a BVH deeper than the traversal stack)."""
+
+
+class VisionError(FlycudaError):
+    """A model without eye cameras, a retina that does not fit them, bad worlds."""
+
+
+# --- replay ---------------------------------------------------------------------------
+
+class ReplayError(FlycudaError):
+    """Bad replay settings (worlds, duration, offsets, ...)."""

@@ -1,0 +1,23 @@
+"""Checks shared by the fake kernels of several ops (torch._check: traceable)."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["check_same_device", "check_counter"]
+
+
+def check_same_device(op: str, ref_name: str, ref: torch.Tensor, **others) -> None:
+    """Every tensor in ``others`` is on ``ref``'s device."""
+    for name, t in others.items():
+        if t is not None:
+            torch._check(t.device == ref.device,
+                         lambda: f"flycuda.{op}: argument '{name}' must be on {ref.device} "
+                                 f"(the device of '{ref_name}'), got {t.device}")
+
+
+def check_counter(op: str, step: torch.Tensor) -> None:
+    """``step`` is an int64 [1] or [2] step counter."""
+    torch._check(step.dtype == torch.int64 and step.dim() == 1 and step.shape[0] in (1, 2),
+                 lambda: f"flycuda.{op}: argument 'step' must be an int64 step counter of shape [1] or "
+                         f"[2], got {step.dtype} {tuple(step.shape)}")

@@ -1,0 +1,96 @@
+"""The launch plans of csrc/kernels/, mirrored in Python.
+
+Each kernel family's plan (threads per block, blocks, fused or not) is written
+once in C++, ATen-free, in its csrc/kernels/<family>.cuh, and read by its .cu
+launcher, its CPU twin and the emulator driver. The Python grid references
+(:mod:`flycuda.reference.grid`) and the
+renderer's host code read these constants instead of repeating numbers;
+tests/test_launch_plan.py holds every constant here equal to its header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import FlycudaError
+
+# csrc/kernels/motion_to_ctrl.cuh (motion_to_ctrl, spline_to_ctrl)
+MOTION_TO_CTRL_THREADS = 256   # kMotionToCtrlThreads
+COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (step, reserved, uint32 ticket)
+TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
+# csrc/kernels/pool_ommatidia.cuh
+POOL_THREADS = 128             # kPoolThreads: (image, ommatidium) pairs per block
+
+# csrc/kernels/record.cuh
+RECORD_THREADS = 256           # kRecordThreads (record_qpos, record_chunk)
+# csrc/kernels/render_tiles.cuh
+RENDER_THREADS = 128           # kRenderThreads: pixels per block (= timer row)
+RENDER_TILE_W, RENDER_TILE_H = 16, 8  # kTileW, kTileH: one block's pixels (4 warps of 8 x 4)
+REFIT_THREADS = 32             # kRefitThreads: one block per selected world
+
+INT32_MAX = 2 ** 31 - 1
+
+
+def cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def counter_has_ticket(numel: int, storage_offset: int, storage_bytes: int) -> bool:
+    """``kernels::counter_has_ticket``: the layout new_step_counter makes."""
+    return numel == 2 and storage_offset == 0 and storage_bytes == COUNTER_BYTES
+
+
+def step_has_ticket(step) -> bool:
+    """:func:`counter_has_ticket` of an int64 torch tensor (its storage's size in bytes)."""
+    return counter_has_ticket(step.numel(), step.storage_offset(), step.untyped_storage().nbytes())
+
+
+def ticket_of(step):
+    """The hidden ticket of a counter that has one: an int32 [1] view of its bytes
+    16..19 (for tests and the grid reference; the value is the unsigned ticket's bits)."""
+    if not step_has_ticket(step):
+        raise FlycudaError("this counter has no hidden ticket (not made by flycuda.new_step_counter)")
+    return torch.empty(0, dtype=torch.int32, device=step.device).set_(step.untyped_storage(), TICKET_BYTE // 4,
+                                                                      (1,), (1,))
+
+
+def pool_blocks(S: int, E: int, O: int) -> int:
+    """``kernels::PoolPlan::blocks``: blocks of a pool_ommatidia launch (one thread per
+    (image, ommatidium), ``POOL_THREADS`` per block)."""
+    return cdiv(S * E * O, POOL_THREADS)
+
+
+@dataclass(frozen=True)
+class MotionToCtrlPlan:
+    """``kernels::MotionToCtrlPlan``."""
+
+    blocks: int
+    threads: int
+    run_kernel: bool
+    fused: bool
+    advance_kernel: bool
+    index32: bool
+    too_large: bool
+
+
+def plan_motion_to_ctrl(W: int, D: int, advance: int, has_ticket: bool,
+                        threads: int = MOTION_TO_CTRL_THREADS) -> MotionToCtrlPlan:
+    """``kernels::plan_motion_to_ctrl`` (``threads`` other than the header's only for
+    the grid reference's small-block runs)."""
+    n = W * D
+    blocks = cdiv(n, threads) if n > 0 else 1
+    fused = advance != 0 and has_ticket
+    return MotionToCtrlPlan(blocks=blocks, threads=threads, run_kernel=n > 0 or fused, fused=fused,
+                            advance_kernel=advance != 0 and not fused, index32=blocks * threads <= INT32_MAX,
+                            too_large=blocks > INT32_MAX)
+
+
+def render_blocks(tiles: int, height: int, width: int, pixels: int = 0) -> int:
+    """Blocks (= timer rows) of a render_tiles launch over ``tiles`` images: 16 x 8
+    pixel blocks of each image, or with a pixel list of ``pixels`` entries, 128
+    consecutive entries (kernels/render_tiles.cuh plan_render_tiles)."""
+    if pixels > 0:
+        return cdiv(tiles * pixels, RENDER_THREADS)
+    return tiles * cdiv(width, RENDER_TILE_W) * cdiv(height, RENDER_TILE_H)

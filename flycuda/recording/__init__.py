@@ -1,0 +1,18 @@
+"""Recording what the worlds do: observables, the device rings and their stream to a zarr
+store, and reading a recording back.
+
+* :mod:`.observables`: what can be recorded (``KIND[:NAMES][@EVERY]``) and its columns;
+* :mod:`.recorder`: :class:`Recorder`, every observable's ring of device chunks,
+  filled by ``record_chunk`` inside the step and streamed out between launches;
+* :mod:`.store`: the zarr v3 store and its writer thread;
+* :mod:`.reader`: :class:`Recording` (reads a store lazily) and :class:`Target`
+  (where a replay's recording goes).
+"""
+
+from ..errors import ObservableError, RecordingError, StoreError
+from .observables import Observable, parse, resolve
+from .reader import Recording, Target, parse_worlds
+from .recorder import Recorder
+
+__all__ = ["Recording", "Target", "Recorder", "Observable", "parse", "resolve", "parse_worlds", "RecordingError",
+           "ObservableError", "StoreError"]

@@ -1,0 +1,269 @@
+"""The recording stage of a replay: observables streamed out in fixed memory.
+
+Every observable (:mod:`flycuda.recording.observables`) has a ring of ``ring`` chunks of C
+samples on the device, ``[ring, W, C, D]``, which :func:`flycuda.record_chunk`
+fills inside the (captured) step at the device step counter. When a chunk is
+full the host, between graph launches, queues on a side stream: wait for an
+event recorded after the producing steps, copy the chunk into a pinned host
+buffer (non-blocking), run the tracking error on it, record a "copied" event.
+A writer thread waits for that event and appends the chunk to the store. The
+simulation stream never synchronizes: before it writes a ring slot again it
+waits (on the device) for the copy of that slot's previous chunk, and the host
+blocks only when the writer falls ``ring`` chunks behind (backpressure). On the
+CPU the same code runs with plain copies instead of streams and events.
+
+Memory: per observable ``2 x ring x W x C x D x 4`` bytes (device ring + host
+buffers), with C chosen so one chunk is about ``chunk_bytes`` (and at most
+MAX_ROWS samples). Nothing grows with the number of steps beyond that. The tracking error is accumulated on the device,
+chunk by chunk, against targets recomputed by the very op that wrote the
+controls (same inputs, same counter values: bit-identical to what was applied).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from .. import ops
+from ..errors import RecordingError
+from .observables import Observable
+
+__all__ = ["Recorder", "Tracker", "rows_per_chunk", "CHUNK_BYTES", "RING"]
+
+CHUNK_BYTES = 16 * 2**20  # target bytes of one chunk (device and host alike)
+MAX_ROWS = 256            # samples per chunk at most (few worlds: the chunk still streams out)
+RING = 2                  # chunks per observable on the device: one fills, one is copied out
+
+
+def rows_per_chunk(worlds: int, width: int, rows: int, chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1) -> int:
+    """C: samples per chunk so that [worlds, C, width] float32 is about ``chunk_bytes``,
+    at most MAX_ROWS (at least ``min_rows``: a graph launch's steps), at most the run's ``rows``."""
+    per_row = max(1, worlds * width * 4)
+    return max(1, min(rows, max(min_rows, min(MAX_ROWS, chunk_bytes // per_row))))
+
+
+@dataclass
+class _Stream:
+    """One observable's ring on the device, its host buffers and its progress."""
+
+    obs: Observable
+    rows: int                     # samples over the whole run
+    C: int                        # samples per chunk
+    ring: torch.Tensor            # [RING, W, C, D] on the device
+    host: list                    # RING x [W, C, D] (pinned on CUDA), or [] without a store
+    free: list                    # RING x threading.Semaphore(1): host buffer free for the next copy
+    copied: list                  # RING x CUDA event of the last copy out of each slot (or None)
+    flushed: int = 0              # chunks handed out so far
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.rows // self.C)
+
+    def last_row(self, c: int) -> int:
+        return min((c + 1) * self.C, self.rows) - 1
+
+    def record(self, step: torch.Tensor) -> None:
+        """The sample at the device counter into the ring (capturable)."""
+        ops.record_chunk(self.obs.source, self.obs.columns, self.ring, step, every=self.obs.every)
+
+
+class Tracker:
+    """Per-DOF tracking error on the device: the sum over worlds and samples after
+    ``settle_row`` of (angle - target)^2 in float64, and the count of samples.
+
+    ``targets(out, counter, advance)`` is the replay's targets op writing [W, D];
+    it is called at the counter values of the chunk's samples (advance ``every``)."""
+
+    def __init__(self, targets, worlds: int, dofs: int, rows_chunk: int, every: int, settle_row: int,
+                 device: torch.device):
+        self.targets, self.every, self.settle_row = targets, every, settle_row
+        self.counter = ops.new_step_counter(device)
+        self.buf = torch.full((worlds, rows_chunk, dofs), math.nan, device=device)  # one chunk of targets
+        self.diff = torch.empty(worlds, rows_chunk, dofs, dtype=torch.float64, device=device)  # no temporaries
+        self.sq = torch.zeros(dofs, dtype=torch.float64, device=device)
+        self.count = 0
+
+    def chunk(self, angles: torch.Tensor, k0: int, n: int) -> None:
+        """Targets of samples k0 .. k0+n-1 into ``self.buf[:, :n]`` and their error
+        against ``angles`` ([W, >= n, D]) into the sums."""
+        self.counter[:1].fill_(k0 * self.every)
+        for j in range(n):
+            self.targets(self.buf[:, j], self.counter, self.every)
+        lo = min(max(self.settle_row - k0, 0), n)
+        if lo < n:
+            diff = self.diff[:, :n - lo]
+            diff.copy_(angles[:, lo:n])
+            diff.sub_(self.buf[:, lo:n])
+            self.sq += diff.square_().sum(dim=(0, 1))
+            self.count += diff.shape[0] * diff.shape[1]
+
+
+class Recorder:
+    """Records ``observables`` over ``steps`` steps into device rings and, with
+    ``store``, streams full chunks to the writer given to :meth:`attach` (a
+    :class:`flycuda.recording.store.Writer`). Without a store only the tracker (see
+    :meth:`add_tracker`) sees the chunks of ``track``, the angles observable.
+
+    Call :meth:`record` inside every step, :meth:`flush_ready` after every launch
+    (outside any capture), :meth:`finish` at the end (:meth:`abort` on an error).
+    ``min_rows``: steps per graph launch (chunks hold at least one launch, and a
+    multiple of it where possible); ``plan_worlds``: size the chunks for this many
+    worlds (torchrun: the largest rank's share, so every rank's chunks align)."""
+
+    def __init__(self, observables: list[Observable], steps: int, device: torch.device, *, store: bool = False,
+                 chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1, track: str | None = None,
+                 plan_worlds: int | None = None):
+        self.device, self.steps, self.store, self.plan_worlds = device, steps, store, plan_worlds
+        self.writer, self.world_offset = None, 0
+        self.on_cuda = device.type == "cuda"
+        self.copy_stream = torch.cuda.Stream(device=device) if self.on_cuda else None
+        self.tracker: Tracker | None = None
+        self.track = track
+        self._target_host: list = []
+        self._target_free: list = []
+        self.streams = [self._stream(o, steps, chunk_bytes, min_rows) for o in observables]
+
+    def _stream(self, obs: Observable, steps: int, chunk_bytes: int, min_rows: int) -> _Stream:
+        W, D = obs.source.shape[0], obs.width
+        rows = obs.rows(steps)
+        if obs.update is not None:  # sampled between launches (flycuda.replay.vision_stage): no launch to align with
+            min_rows = 1
+        C = rows_per_chunk(self.plan_worlds or W, D, rows, chunk_bytes, -(-min_rows // obs.every))
+        m = min_rows // math.gcd(min_rows, obs.every)  # C * every a multiple of a launch's steps, so
+        if m > 1:                                          # chunk edges of every observable align with launches
+            C = min(rows, -(-C // m) * m)
+        ring = torch.full((RING, W, C, D), math.nan, device=self.device)
+        host = [self._host_buffer(W, C, D) for _ in range(RING)] if self.store else []
+        return _Stream(obs, rows, C, ring, host, [threading.Semaphore(1) for _ in range(RING)], [None] * RING)
+
+    def _host_buffer(self, W: int, C: int, D: int) -> torch.Tensor:
+        return torch.full((W, C, D), math.nan, pin_memory=self.on_cuda)
+
+    def attach(self, writer, world_offset: int = 0) -> None:
+        """The store's writer; this process's worlds start at ``world_offset`` there."""
+        if not self.store:
+            raise RecordingError("this Recorder was made without store=True")
+        self.writer, self.world_offset = writer, world_offset
+
+    def add_tracker(self, targets, settle_row: int) -> Tracker:
+        """Tracks the ``track`` observable against ``targets`` (see :class:`Tracker`);
+        with a store, the targets are stored too (array "targets")."""
+        st = self.stream(self.track)
+        W, C, D = st.ring.shape[1], st.C, st.ring.shape[3]
+        self.tracker = Tracker(targets, W, D, C, st.obs.every, settle_row, self.device)
+        if self.store:
+            self._target_host = [self._host_buffer(W, C, D) for _ in range(RING)]
+            self._target_free = [threading.Semaphore(1) for _ in range(RING)]
+        return self.tracker
+
+    def stream(self, name: str) -> _Stream:
+        for st in self.streams:
+            if st.obs.name == name:
+                return st
+        raise KeyError(name)
+
+    # -- inside the step ---------------------------------------------------------------
+    def record(self, step: torch.Tensor) -> None:
+        """Every Data observable's sample at the device counter (capturable); those
+        with an ``update`` are recorded by :meth:`record_updated`."""
+        for st in self.streams:
+            if st.obs.update is None:
+                st.record(step)
+
+    def record_updated(self, step: torch.Tensor, name: str) -> None:
+        """Observable ``name`` (one with an ``update``): computed, then recorded at the
+        device counter (capturable). Its owner calls it at the steps of its samples."""
+        st = self.stream(name)
+        st.obs.update()
+        st.record(step)
+
+    # -- between launches -------------------------------------------------------------
+    def safe_until(self) -> int:
+        """The most steps that may have run before the next :meth:`flush_ready`: the
+        chunk after the one filling now may not start before that one is flushed, since
+        flushing it is what makes the simulation stream wait (on the device) for the
+        copy out of the slot the next chunk reuses."""
+        return min(((st.flushed + RING - 1) * st.C * st.obs.every - 1 for st in self.streams), default=self.steps)
+
+    def flush_ready(self, done: int) -> None:
+        """Queues out every chunk whose last sample is recorded after ``done`` steps."""
+        for st in self.streams:
+            while st.flushed < st.chunks and st.last_row(st.flushed) * st.obs.every <= done:
+                self._flush(st, st.flushed)
+                st.flushed += 1
+
+    def finish(self) -> None:
+        """Queues the last (partial) chunks; later work on the simulation stream is
+        ordered after every copy out."""
+        self.flush_ready(self.steps)
+        self.abort()
+
+    def abort(self) -> None:
+        """Later work on the simulation stream (and the memory freed with this
+        recorder) waits for whatever the side stream still does (also after an error)."""
+        if self.on_cuda:
+            torch.cuda.current_stream(self.device).wait_stream(self.copy_stream)
+
+    def _flush(self, st: _Stream, c: int) -> None:
+        """Chunk c out of its ring slot: on CUDA on the side stream, ordered after the
+        producing steps by an event, copies non-blocking; on the CPU the same, in order."""
+        slot, k0 = c % RING, c * st.C
+        n = st.last_row(c) + 1 - k0
+        tracked = self.tracker is not None and st.obs.name == self.track
+        if self.writer is None and not tracked:
+            return
+        sim = filled = copied = None
+        if self.on_cuda:
+            sim = torch.cuda.current_stream(self.device)
+            filled = torch.cuda.Event(blocking=True)
+            filled.record(sim)
+        if st.host:
+            st.free[slot].acquire()  # blocks only when the writer is RING chunks behind
+        side = torch.cuda.stream(self.copy_stream) if self.on_cuda else contextlib.nullcontext()
+        with side:
+            if filled is not None:
+                self.copy_stream.wait_event(filled)
+            if st.host:  # whole slots: contiguous on both sides, so truly asynchronous
+                st.host[slot].copy_(st.ring[slot], non_blocking=self.on_cuda)
+            with_targets = tracked and self.writer is not None
+            if tracked:
+                self.tracker.chunk(st.ring[slot], k0, n)
+            if with_targets:
+                self._target_free[slot].acquire()
+                self._target_host[slot].copy_(self.tracker.buf, non_blocking=self.on_cuda)
+            if self.on_cuda:
+                copied = torch.cuda.Event(blocking=True)  # the writer thread sleeps on it, not spins
+                copied.record(self.copy_stream)
+        if copied is not None:
+            st.copied[slot] = copied
+            nxt = st.copied[(c + 1) % RING]
+            if nxt is not None:  # the slot the next chunk fills: its last copy must be done
+                sim.wait_event(nxt)
+        self._queue(st, slot, k0, n, copied.synchronize if copied is not None else None, with_targets)
+
+    def _queue(self, st: _Stream, slot: int, k0: int, n: int, wait, with_targets: bool) -> None:
+        if self.writer is None:
+            return
+        w0 = self.world_offset
+        self.writer.put(st.obs.name, w0, k0, lambda: st.host[slot][:, :n].numpy(), wait=wait,
+                        done=st.free[slot].release)
+        if with_targets:
+            self.writer.put("targets", w0, k0, lambda: self._target_host[slot][:, :n].numpy(), wait=wait,
+                            done=self._target_free[slot].release)
+
+    def device_bytes(self) -> int:
+        """Bytes of device memory the recording holds (rings, tracking buffers)."""
+        n = sum(st.ring.numel() * 4 for st in self.streams)
+        if self.tracker is not None:
+            t = self.tracker
+            n += t.buf.numel() * 4 + t.diff.numel() * 8 + t.sq.numel() * 8 + t.counter.untyped_storage().nbytes()
+        return n
+
+    def host_bytes(self) -> int:
+        """Bytes of (pinned) host buffers."""
+        n = sum(sum(h.numel() * 4 for h in st.host) for st in self.streams)
+        return n + sum(h.numel() * 4 for h in self._target_host)

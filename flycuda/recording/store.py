@@ -1,0 +1,223 @@
+"""Recordings on disk: a zarr v3 group, one array per observable, and its writer.
+
+Layout of a store (readable with zarr, xarray or dask, without flycuda)::
+
+    out.zarr/                  group; attrs["flycuda"]: run facts (see create)
+      angles   [world, time, column] float32, chunks (worlds per chunk, rows per chunk, D)
+      targets  [world, time, column] the targets applied at the same steps
+      qpos, body_pos, sensor, ...      one per observable, each at its own rate
+
+Each array's attrs hold ``columns`` (names), ``every`` (steps per sample),
+``timestep``; sample k of an array is the state after ``k * every`` steps.
+Missing samples read as NaN (the fill value).
+
+A store is created with ``complete: false`` and ``status: "running"``; only a run
+that finished on every rank marks it ``complete: true``. A run that fails
+(exception, Ctrl-C, a failed rank) marks it ``status: "incomplete: <why>"`` with the
+samples written so far per array (``rows_written``), so its complete chunks stay
+readable and it never looks whole. Ranks write disjoint chunks of one store
+concurrently (world chunks never straddle two ranks), which needs no locks.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import queue
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+
+from ..errors import StoreError
+
+__all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "mark", "Writer", "world_chunk", "FORMAT"]
+
+FORMAT = "flycuda.recording/1"
+
+
+@dataclass
+class ArraySpec:
+    """One array of a store: [worlds, rows, len(columns)], chunked (world_chunk, rows_chunk, D)."""
+
+    name: str
+    worlds: int
+    rows: int
+    columns: list
+    every: int
+    world_chunk: int
+    rows_chunk: int
+    observable: str = ""  # the spec it was recorded from (flycuda.recording.observables)
+    attrs: dict = field(default_factory=dict)  # more attrs (e.g. vision's sample shape and mode)
+
+
+def _zarr():
+    try:
+        import zarr  # noqa: PLC0415  (lazy: only stores need zarr)
+    except ImportError:  # pragma: no cover - a pinned dependency
+        raise StoreError("zarr is not installed; pip install zarr (flycuda's recordings are zarr v3 stores)") from None
+    return zarr
+
+
+def _is_path(target) -> bool:
+    return isinstance(target, (str, os.PathLike))
+
+
+def check_path(path: str, overwrite: bool) -> None:
+    """Refuses an existing store unless ``overwrite`` (and anything that is not a store),
+    and an output folder that is missing or not writable. Changes nothing."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise StoreError(f"cannot create recording {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise StoreError(f"cannot create recording {path}: folder {parent} is not writable")
+    if os.path.lexists(path):
+        if not overwrite:
+            raise StoreError(f"recording {path} already exists; pass --overwrite (overwrite=True) to replace it")
+        if not os.path.isfile(os.path.join(path, "zarr.json")):
+            raise StoreError(f"{path} exists and is not a zarr store; refusing to overwrite it")
+
+
+def _prepare_path(path: str, overwrite: bool) -> None:
+    """check_path, then removes the store being overwritten."""
+    check_path(path, overwrite)
+    if os.path.lexists(path):
+        shutil.rmtree(path)
+
+
+def versions() -> dict:
+    """Versions of what produced a recording."""
+    out = {}
+    for pkg in ("flycuda", "torch", "mujoco", "mujoco-warp", "warp-lang", "flygym", "zarr"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = False):
+    """Creates a store at ``target`` (a path, or any zarr store such as
+    ``zarr.storage.MemoryStore()``) holding ``arrays``; returns the zarr group.
+
+    ``attrs`` (JSON) go under ``attrs["flycuda"]`` with the format, versions, the
+    command line, the creation time and ``complete: false``."""
+    zarr = _zarr()
+    if _is_path(target):
+        target = os.fspath(target)
+        _prepare_path(target, overwrite)
+    try:
+        group = zarr.open_group(target, mode="w")
+        for a in arrays:
+            group.create_array(
+                a.name, shape=(a.worlds, a.rows, len(a.columns)), dtype="float32", fill_value=math.nan,
+                chunks=(a.world_chunk, a.rows_chunk, max(1, len(a.columns))),
+                dimension_names=("world", "time", "column"),
+                attributes={**a.attrs, "columns": list(a.columns), "every": a.every,
+                            "timestep": attrs.get("timestep"), "observable": a.observable, "rows_written": 0})
+        group.attrs["flycuda"] = {
+            "format": FORMAT, **attrs, "versions": versions(), "command": list(sys.argv),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "complete": False, "status": "running"}
+    except OSError as e:
+        raise StoreError(f"cannot create recording {target}: {e}") from None
+    return group
+
+
+def open_store(target, mode: str = "r"):
+    """The zarr group of a flycuda recording (path or store); ``mode`` "r" or "r+"."""
+    zarr = _zarr()
+    if _is_path(target) and not os.path.isfile(os.path.join(os.fspath(target), "zarr.json")):
+        raise StoreError(f"no recording at {os.fspath(target)} (no zarr.json)")
+    group = zarr.open_group(target, mode=mode)
+    info = group.attrs.get("flycuda")
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        raise StoreError(f"{target} is a zarr store but not a flycuda recording (attrs['flycuda'] missing)")
+    return group
+
+
+def mark(group, *, complete: bool, status: str, rows_written: dict | None = None, **extra) -> None:
+    """Sets the store's completion mark (and each array's ``rows_written``)."""
+    for name, rows in (rows_written or {}).items():
+        group[name].attrs["rows_written"] = int(rows)
+    info = dict(group.attrs["flycuda"])
+    info.update(extra, complete=bool(complete), status=status)
+    group.attrs["flycuda"] = info
+
+
+class Writer:
+    """A thread that writes chunks into a store in the order they are queued.
+
+    ``put(name, w0, k0, data, done)`` queues ``data`` (numpy [w, r, D]) for
+    ``array[w0:w0+w, k0:k0+r]``; ``done()`` runs after the write (the recorder
+    frees its host buffer there). ``wait`` (an optional callable) runs first in
+    the thread (the CUDA copy's event). An error in the thread is raised by the
+    next ``put`` or by ``close``. ``bytes_written``/``seconds`` measure it;
+    ``rows[name]``: samples written so far (writes of an array come in order)."""
+
+    def __init__(self, group, max_queued: int = 64):
+        self.group, self.bytes_written, self.seconds = group, 0, 0.0
+        self.rows: dict[str, int] = {name: 0 for name, _ in group.arrays()}
+        self._queue: queue.Queue = queue.Queue(max_queued)
+        self._error: BaseException | None = None
+        self._arrays: dict = {}
+        self._thread = threading.Thread(target=self._run, name="flycuda-store-writer", daemon=True)
+        self._thread.start()
+
+    def _array(self, name):
+        if name not in self._arrays:
+            self._arrays[name] = self.group[name]
+        return self._arrays[name]
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            name, w0, k0, data, wait, done = item
+            try:
+                if self._error is None:
+                    if wait is not None:
+                        wait()
+                    t0 = time.perf_counter()
+                    arr = data() if callable(data) else data
+                    self._array(name)[w0:w0 + arr.shape[0], k0:k0 + arr.shape[1], :] = arr
+                    self.seconds += time.perf_counter() - t0
+                    self.bytes_written += arr.nbytes
+                    self.rows[name] = k0 + arr.shape[1]
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                self._error = e
+            finally:
+                if done is not None:
+                    done()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            e = self._error
+            raise StoreError(f"writing the recording failed: {type(e).__name__}: {e}") from e
+
+    def put(self, name: str, w0: int, k0: int, data, *, wait=None, done=None) -> None:
+        self._raise()
+        if not self._thread.is_alive():
+            raise StoreError("the recording's writer is closed")
+        self._queue.put((name, w0, k0, data, wait, done))
+
+    def close(self, raise_error: bool = True) -> None:
+        """Writes everything queued, stops the thread; raises a writer error."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        if raise_error:
+            self._raise()
+
+
+def world_chunk(starts: list[int], total: int) -> int:
+    """The largest world chunk that no rank boundary splits: gcd of the ranks'
+    start worlds and the total (the total itself for one process)."""
+    g = total
+    for s in starts:
+        g = math.gcd(g, s)
+    return max(1, g)

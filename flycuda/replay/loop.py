@@ -1,0 +1,272 @@
+"""The replay's step loop: the worlds' device buffers (:class:`Run`), the initial state
+and warm-up, the synchronized split steps, graph capture, and the timed loop of graph
+launches and eager steps; frames rendered along the way (:class:`Renders`)."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from .. import ops
+from .. import profile as profiling
+from ..recording.observables import Observable
+from ..recording.recorder import Recorder
+from ..sim import streams
+from ..sim.mjwarp import Sim
+from ..sim.motion import Motion
+from ..vision.eyes import mosaic_with_eyes
+from .results import SETTLE_SECONDS, SPLIT_STEPS
+from .settings import ReplayError
+
+__all__ = ["Run", "Renders", "sync", "progress_bar", "warm_up_and_split", "capture", "timed_loop"]
+
+
+def sync(sim: Sim) -> None:
+    if sim.device.type == "cuda":
+        import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
+
+        wp.synchronize_device(sim.wp_device)
+        torch.cuda.synchronize(sim.device)
+
+
+@dataclass
+class Run:
+    """The worlds, their zero-copy views and the device buffers of one replay."""
+
+    sim: Sim
+    motion: Motion
+    offs: torch.Tensor         # float64 [W] start frames (host)
+    mode: str
+    steps: int
+    interp: str                # "linear" or "cubic"
+    act_ids: torch.Tensor      # [D] actuator per DOF
+    adrs: torch.Tensor         # [D] qpos address per DOF
+    buf: torch.Tensor          # the recording on the device: [M, T, D] or cubic pieces [M, T, 4, D]
+    offs_dev: torch.Tensor
+    fps_step: float            # recording frames per simulation step
+    step: torch.Tensor         # the device step counter
+    recorder: Recorder | None = None
+    vision: object = None      # a flycuda.replay.vision_stage.VisionStage, or None
+    done: int = 0              # steps run so far
+    split: dict = field(default_factory=lambda: {"physics": 0.0, "flycuda ops": 0.0})
+
+    @classmethod
+    def setup(cls, sim: Sim, motion: Motion, offs, duration: float, mode: str, interp: str = "linear",
+              act_ids: torch.Tensor | None = None) -> "Run":
+        dev = sim.device
+        if act_ids is None:
+            act_ids = sim.actuator_ids(motion.dof_names)
+        act_ids = torch.as_tensor(act_ids)
+        if tuple(act_ids.shape) != (len(motion.dof_names),):
+            raise ReplayError(f"act_ids must have shape [{len(motion.dof_names)}] (one per motion DOF), "
+                              f"got {tuple(act_ids.shape)}")
+        act_ids = act_ids.to(device=dev, dtype=torch.int32)
+        steps = max(1, int(round(duration / sim.timestep)))
+        buf = motion.spline() if interp == "cubic" else motion.as_buffer()
+        return cls(sim=sim, motion=motion, offs=offs, mode=mode, steps=steps, interp=interp, act_ids=act_ids,
+                   adrs=sim.qpos_adrs(act_ids), buf=buf.to(dev), offs_dev=offs.to(dev),
+                   fps_step=motion.fps * sim.timestep, step=ops.new_step_counter(dev))
+
+    @property
+    def dev(self) -> torch.device:
+        return self.sim.device
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.dev.type == "cuda"
+
+    def attach_recorder(self, observables: list[Observable], store: bool, chunk_bytes: int, min_rows: int,
+                        plan_worlds: int | None = None) -> None:
+        """The recording stage: every observable's device ring, and the tracking error
+        of the angles against the targets recomputed by :meth:`write_targets`."""
+        self.recorder = Recorder(observables, self.steps, self.dev, store=store, chunk_bytes=chunk_bytes,
+                                 min_rows=min_rows, track="angles", plan_worlds=plan_worlds)
+        every = self.recorder.stream("angles").obs.every
+        settle_row = math.ceil(SETTLE_SECONDS / (self.sim.timestep * every))
+        settle_row = min(settle_row, self.recorder.stream("angles").rows - 1)
+        dofs = torch.arange(len(self.motion.dof_names), dtype=torch.int32, device=self.dev)
+        tracker = self.recorder.add_tracker(
+            lambda out, counter, advance: self.write_targets(out, advance, counter, dofs), settle_row)
+        tracker.targets(tracker.buf[:, 0], tracker.counter, 0)  # checks dofs now, not on the side stream later
+        if self.vision is not None:
+            self.vision.attach(self.recorder)
+
+    def write_targets(self, ctrl: torch.Tensor, advance: int, counter: torch.Tensor | None = None,
+                      act_ids: torch.Tensor | None = None) -> None:
+        """The targets op (motion_to_ctrl or spline_to_ctrl) into ``ctrl`` at ``counter``
+        (default the run's) and columns ``act_ids`` (default the driven actuators)."""
+        op = ops.spline_to_ctrl if self.interp == "cubic" else ops.motion_to_ctrl
+        op(self.buf, self.step if counter is None else counter, ctrl, self.act_ids if act_ids is None else act_ids,
+           offsets=self.offs_dev, frames_per_step=self.fps_step, mode=self.mode, advance=advance)
+
+    def initial_state(self, keep_state: bool = False, warmup_steps: int = 0) -> None:
+        """Every joint starts at its first target (or, with ``keep_state``, where it
+        is), then ``warmup_steps`` steps with the controls held there; the state
+        reached is sample 0 of every observable."""
+        qpos, ctrl = self.sim.view("qpos"), self.sim.view("ctrl")
+        if not keep_state:
+            init = torch.empty_like(ctrl)
+            self.write_targets(init, 0)
+            cols = self.act_ids.long()
+            qpos[:, self.adrs.long()] = init[:, cols]
+            ctrl[:, cols] = init[:, cols]
+            self.sim.forward()
+        if warmup_steps:
+            self.write_targets(ctrl, 0)
+            for _ in range(warmup_steps):
+                self.sim.step()
+        self.recorder.record(self.step)
+        if self.vision is not None:
+            if keep_state and not warmup_steps:  # the eyes' poses from the kept state, not stale ones
+                self.sim.kinematics()
+            self.vision.sample(0)
+        self.recorder.flush_ready(0)
+
+    def one_step(self, timed: bool = False) -> None:
+        """[targets op(advance=1), mjw.step, record_chunk per observable]; ``timed``
+        synchronizes between the stages and adds their times to ``split``."""
+        on_cuda, sim = self.on_cuda, self.sim
+        t0 = time.perf_counter()
+        with profiling.stage(f"flycuda.{'spline' if self.interp == 'cubic' else 'motion'}_to_ctrl", cuda=on_cuda):
+            self.write_targets(sim.view("ctrl"), 1)
+        if timed:
+            sync(sim)
+            t1 = time.perf_counter()
+        with profiling.stage("mjw.step", cuda=on_cuda):
+            sim.step()
+        if timed:
+            sync(sim)
+            t2 = time.perf_counter()
+        with profiling.stage("flycuda.record_chunk", cuda=on_cuda):
+            self.recorder.record(self.step)
+        if timed:
+            sync(sim)
+            t3 = time.perf_counter()
+            self.split["flycuda ops"] += (t1 - t0) + (t3 - t2)
+            self.split["physics"] += t2 - t1
+
+    def advanced(self, n: int) -> None:
+        """Counts ``n`` steps as run and queues out the chunks they completed."""
+        self.done += n
+        if self.vision is not None:
+            self.vision.sample(self.done)
+        self.recorder.flush_ready(self.done)
+
+
+class Renders:
+    """Renders a mosaic every ``every`` steps, and always the first and the last state
+    (so ``--render`` has at least two frames and ``--frames`` the final state)."""
+
+    def __init__(self, run: Run, renderer, writer, every: int):
+        self.run, self.renderer, self.writer, self.every = run, renderer, writer, every
+        self.frames, self.seconds, self.last_step = 0, 0.0, -1
+
+    @property
+    def active(self) -> bool:
+        return self.renderer is not None and (self.every > 0 or self.writer is not None)
+
+    def next_due(self, done: int) -> int:
+        """The next step at which a frame is due (the run's end when none)."""
+        return (done // self.every + 1) * self.every if self.every else self.run.steps
+
+    def render(self) -> None:
+        t0 = time.perf_counter()
+        with profiling.stage("render", cuda=self.run.on_cuda):
+            frame = self._frame()
+            if self.writer is not None:
+                self.writer.add(frame)
+        sync(self.run.sim)  # render is outside the graph: always measured
+        self.seconds += time.perf_counter() - t0
+        self.frames += 1
+        self.last_step = self.run.done
+
+    def _frame(self):
+        """The mosaic; with the vision stage and a TileRenderer of tiles (not drawing
+        into a mosaic), each world's latest eye readouts beneath its tile."""
+        eyes, r = self.run.vision, self.renderer
+        if eyes is None or getattr(r, "cols", 1) != 0:
+            return r.render_mosaic()
+
+        return mosaic_with_eyes(r.render(), eyes.vision.readouts[r.worlds.long()], eyes.vision.retina)
+
+    def first(self) -> None:
+        if self.active:
+            self.render()
+
+    def after_step(self) -> None:
+        if self.active and self.every and self.run.done % self.every == 0:
+            self.render()
+
+    def last(self) -> None:
+        if self.active and self.last_step != self.run.done:
+            self.render()
+
+
+def progress_bar(progress: bool, steps: int, worlds: int):
+    if not progress:
+        return None
+
+    return tqdm(total=steps, unit="step", desc=f"replay {worlds} worlds", leave=False)
+
+
+def warm_up_and_split(run: Run, renders: Renders, t_start: float) -> tuple[float, dict, float]:
+    """The first step (Warp's JIT / module load) timed with set-up, then up to
+    SPLIT_STEPS synchronized eager steps timed stage by stage (part of the replay).
+    Returns (set-up + first step seconds, per-stage seconds, wall seconds of the split steps)."""
+    run.one_step()
+    sync(run.sim)
+    # the first frame is render time, the first eyes' sample vision time
+    jit_seconds = time.perf_counter() - t_start - renders.seconds - (run.vision.seconds if run.vision else 0.0)
+    run.advanced(1)
+    renders.after_step()
+    n_split = min(SPLIT_STEPS, run.steps - run.done)
+    t0 = time.perf_counter()
+    for _ in range(n_split):
+        run.one_step(timed=True)
+        run.advanced(1)
+        renders.after_step()
+    sync(run.sim)
+    # Per-step stage times from the synchronized eager steps, scaled to the whole run.
+    split = {k: v / n_split * run.steps for k, v in run.split.items()} if n_split else dict(run.split)
+    return jit_seconds, split, time.perf_counter() - t0
+
+
+def capture(run: Run, use_graph: bool, steps_per_graph: int):
+    """K steps captured into one CUDA graph on the shared stream (not timed), or None;
+    the vision stage's sample into its own."""
+    if use_graph and run.vision is not None:
+        run.vision.capture()
+    if not use_graph or run.steps - run.done < steps_per_graph:
+        return None
+    return streams.capture_graph(run.one_step, run.sim.wp_device, repeat=steps_per_graph)
+
+
+def timed_loop(run: Run, renders: Renders, cuda_graph, steps_per_graph: int, prof, bar) -> float:
+    """The remaining steps: graph launches where a whole launch fits before the next due
+    frame or vision sample and before a recording ring slot would be reused, eager
+    steps otherwise.
+    Returns the wall seconds."""
+    sync(run.sim)
+    t0 = time.perf_counter()
+    while run.done < run.steps:
+        room = min(run.steps, renders.next_due(run.done), run.recorder.safe_until(),
+                   run.vision.next_due(run.done) if run.vision is not None else run.steps)
+        if cuda_graph is not None and run.done + steps_per_graph <= room:
+            with profiling.stage("replay.graph_launch", cuda=run.on_cuda):
+                streams.launch_graph(cuda_graph)
+            n = steps_per_graph
+        else:
+            run.one_step()
+            n = 1
+        run.advanced(n)
+        renders.after_step()
+        if prof is not None:
+            prof.step()
+        if bar:
+            bar.update(n)
+    sync(run.sim)
+    return time.perf_counter() - t0

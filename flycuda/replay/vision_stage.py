@@ -1,0 +1,174 @@
+"""The vision stage of a replay: every world's ommatidia readouts, recorded at a chosen rate.
+
+    flycuda replay --model neuromechfly --vision exact@500hz --out out/
+    replay(model, motion, vision="fast:4@100hz", record="out.zarr")
+
+SPEC is ``MODE[:K][@RATE]``: MODE ``exact`` (FlyGym's readout of flycuda's eye
+images, :class:`flycuda.vision.Vision`) or ``fast`` with K rays per ommatidium
+(default 4); RATE ``@STEPS`` or ``@HZhz`` (default 500 Hz). At every sample's step
+(between graph launches: the replay never runs a launch across one) the stage runs
+:meth:`Vision.update` (render the eyes' pixels, pool them) and records the readouts
+into the recording's ring with ``record_chunk`` at the device step counter; on CUDA
+(graphs on) those three launches are captured into one CUDA graph next to the step's
+graph, after the first (eager, checked) sample, and its samples are timed with CUDA
+events (no host synchronization). The readouts stream to the store as the array ``vision`` [world, time,
+2 * O * 2] (attrs ``sample_shape`` [2, O, 2]: eye (left, right), ommatidium,
+(yellow, pale)), chunk by chunk like every observable: nothing of size
+[worlds, samples, ...] is ever held. Like FlyGym's ``get_ommatidia_readouts`` after a
+step, the eyes see the geom and camera poses MuJoCo computed during that step (from
+the state at its start). With graphs of K steps per launch the rate must be a multiple
+of K steps (no launch runs across a sample).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..recording.observables import Observable, parse_rate
+from ..sim import streams
+from ..vision.eyes import Vision, VisionError
+
+__all__ = ["VisionSpec", "VisionStage", "parse_vision", "DEFAULT_HZ"]
+
+DEFAULT_HZ = 500.0  # FlyGym 1.x's vision_refresh_rate
+
+
+@dataclass(frozen=True)
+class VisionSpec:
+    """A parsed ``MODE[:K][@RATE]`` (``every`` steps or ``hz``; neither: DEFAULT_HZ)."""
+
+    mode: str = "exact"
+    k: int = 4
+    every: int | None = None
+    hz: float | None = None
+
+    def steps(self, timestep: float) -> int:
+        """Steps between samples (at least 1)."""
+        if self.every is not None:
+            return self.every
+        return max(1, round(1.0 / ((self.hz or DEFAULT_HZ) * timestep)))
+
+    def __str__(self) -> str:
+        rate = f"@{self.every}" if self.every is not None else f"@{self.hz or DEFAULT_HZ:g}hz"
+        return ("exact" if self.mode == "exact" else f"fast:{self.k}") + rate
+
+
+def parse_vision(text) -> VisionSpec:
+    """``"exact"``, ``"fast:8@100hz"``, ``"exact@20"``, True (exact at 500 Hz) or a
+    VisionSpec -> VisionSpec; a bad spec is one line naming what is valid."""
+    if isinstance(text, VisionSpec):
+        return text
+    if text is True:
+        return VisionSpec()
+    if not isinstance(text, str) or not text.strip():
+        raise VisionError(f"vision must be a spec such as 'exact', 'fast:4' or 'exact@100hz', got {text!r}")
+    body, _, rate = text.strip().lower().partition("@")
+    m = re.fullmatch(r"(exact|fast)(?::([0-9]+))?", body.strip())
+    if m is None or (m.group(1) == "exact" and m.group(2)) or (m.group(2) and int(m.group(2)) < 1):
+        raise VisionError(f"bad vision spec {text!r}: use exact or fast[:K] (K >= 1 rays per ommatidium), "
+                          f"optionally @STEPS or @RATEhz, e.g. fast:4@100hz")
+    every, hz = parse_rate(rate)
+    if every is None and hz is None and rate:
+        raise VisionError(f"bad vision rate in {text!r}: use @STEPS (an integer >= 1) or @RATEhz, e.g. @500hz")
+    return VisionSpec(m.group(1), int(m.group(2) or 4), every, hz)
+
+
+class VisionStage:
+    """The eyes of every world of ``sim`` sampled every ``spec.steps`` steps into the
+    replay's recording (see the module's text). ``step``: the replay's device counter."""
+
+    def __init__(self, sim, spec, step: torch.Tensor, retina=None):
+        self.spec = parse_vision(spec)
+        self.sim, self.step = sim, step
+        self.vision = Vision(sim, mode=self.spec.mode, k=self.spec.k, retina=retina)
+        self.every = self.spec.steps(sim.timestep)
+        self.samples = 0
+        self.recorder = None
+        self._graph = None
+        self._seconds = 0.0
+        self._events: collections.deque = collections.deque()  # CUDA: (start, end) of samples not yet summed
+
+    def observable(self) -> Observable:
+        """The readouts as an observable ``vision``: [W, 2 * O * 2] float32, recorded
+        by this stage (``update``), not inside the steps."""
+        v = self.vision
+        S, E, O, K = v.readouts.shape
+        names = [f"{eye}{o}:{kind}" for eye in ("L", "R") for o in range(O) for kind in ("yellow", "pale")]
+        attrs = {"sample_shape": [E, O, K], "dims": ["eye", "ommatidium", "type"], "eyes": ["left", "right"],
+                 "types": ["yellow", "pale"], "cameras": list(v.cameras), "mode": v.mode,
+                 "k": v.k if v.mode == "fast" else None, "rays_per_readout": v.rays_per_readout}
+        columns = torch.arange(E * O * K, dtype=torch.int32, device=v.readouts.device)
+        return Observable("vision", "vision", v.readouts.view(S, -1), columns, names, self.every,
+                          f"vision:{self.spec}", update=v.update, attrs=attrs)
+
+    def attach(self, recorder) -> None:
+        """The replay's recorder, which holds the ``vision`` ring."""
+        self.recorder = recorder
+
+    def next_due(self, done: int) -> int:
+        """The next step after ``done`` at which a sample is due."""
+        return (done // self.every + 1) * self.every
+
+    def sample(self, done: int) -> None:
+        """The sample of step ``done`` when one is due (the device counter equals
+        ``done``): a launch of the captured graph once :meth:`capture` made it, else
+        eager (the first one checks the scene and pixel ids)."""
+        if done % self.every:
+            return
+        cuda = self.sim.device.type == "cuda"
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            t0 = time.perf_counter()
+        if self._graph is not None:
+            streams.launch_graph(self._graph)
+        else:
+            self._record()
+        if cuda:
+            end.record()
+            self._events.append((start, end))
+            self._sum_events(wait=False)
+        else:
+            self._seconds += time.perf_counter() - t0
+        self.samples += 1
+
+    @property
+    def seconds(self) -> float:
+        """Time spent on samples (device time between CUDA events on CUDA; waits for
+        the samples still running)."""
+        self._sum_events(wait=True)
+        return self._seconds
+
+    def _sum_events(self, wait: bool) -> None:
+        while self._events and (wait or self._events[0][1].query()):
+            start, end = self._events.popleft()
+            end.synchronize()
+            self._seconds += start.elapsed_time(end) / 1e3
+
+    def capture(self) -> None:
+        """Captures a sample (render, pool, record_chunk) into a CUDA graph that later
+        samples launch; call after the first sample, on the replay's shared stream."""
+        self.vision.renderer.prepare_capture()
+        self._graph = streams.capture_graph(self._record, self.sim.wp_device)
+
+    def _record(self) -> None:
+        self.recorder.record_updated(self.step, "vision")
+
+    def device_bytes(self) -> int:
+        """Device memory of the stage: eye pixels, readouts, the renderer's scene
+        (meshes, BVHs) and per-world BVH workspace, the pixel list, the pooling map
+        (the recording's ring not included)."""
+        v, r = self.vision, self.vision.renderer
+        ts = [v.pixels, v.readouts, r.top_boxes, r.pixels, *v.map.args(), v.map.raw_pixels, *r.scene.tensors()]
+        seen, n = set(), 0
+        for t in ts:
+            if t is not None and t.data_ptr() not in seen:
+                seen.add(t.data_ptr())
+                n += t.numel() * t.element_size()
+        return n

@@ -1,0 +1,171 @@
+"""One CUDA stream shared by torch and Warp, and CUDA-graph capture on it.
+
+flycuda's ops launch on torch's current stream; MuJoCo Warp launches on Warp's
+current stream. For the two to be ordered without host syncs, and for a step to
+be capturable into one CUDA graph, both must be the same stream, and it must not
+be the legacy default (NULL) stream: ``cudaStreamBeginCapture`` refuses that one.
+:func:`shared_stream` provides such a stream; :func:`capture_graph` captures on
+it and refuses the default stream with a clear error instead of CUDA's.
+
+Every capture in flycuda (replay, benchmarks, self-check) goes through here.
+The capture is Warp's (``wp.ScopedCapture``), which torch's caching allocator
+does not know about: a torch tensor allocated while it runs would be freed after
+the capture and its memory reused while the graph still reads and writes it.
+:func:`capture_graph` therefore refuses any allocation by torch's allocator
+during the capture, with an error that names the op (:func:`allocation_guard`).
+Warp's current stream is one setting per device for the whole process (torch's
+is per thread), so use :func:`shared_stream` from one thread per device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from ..errors import CaptureAllocationError, CaptureError
+
+__all__ = ["shared_stream", "capture_graph", "launch_graph", "capturing", "allocation_guard",
+           "CaptureAllocationError"]
+
+
+@contextlib.contextmanager
+def shared_stream(device: torch.device | str) -> Iterator[torch.cuda.Stream | None]:
+    """Makes a new (non-default) torch stream on ``device`` current for torch and Warp.
+
+    Work queued on the device's current stream before entering runs first; work
+    queued inside runs before anything queued on it after leaving. On a CPU
+    device nothing changes and None is yielded.
+    """
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        yield None
+        return
+    import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
+
+    dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
+    outer = torch.cuda.current_stream(dev)
+    stream = torch.cuda.Stream(device=dev)
+    stream.wait_stream(outer)
+    try:
+        # sync_exit: Warp's previous stream waits for this one on exit.
+        with torch.cuda.device(dev), torch.cuda.stream(stream), \
+                wp.ScopedStream(wp.stream_from_torch(stream), sync_exit=True):
+            yield stream
+    finally:
+        outer.wait_stream(stream)
+
+
+def capturing(device: torch.device | str) -> bool:
+    """Is torch's current stream on ``device`` being captured into a CUDA graph?
+    (Always False on the CPU.)"""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return False
+    with torch.cuda.device(dev):
+        return torch.cuda.is_current_stream_capturing()
+
+
+def _check_capturable(wp_device: str) -> None:
+    import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
+
+    dev = torch.device(wp_device)
+    current = torch.cuda.current_stream(dev)
+    if current.cuda_stream == 0:  # the legacy NULL stream
+        raise CaptureError("flycuda: cannot capture a CUDA graph on the legacy default stream; "
+                           "wrap the capture in `with flycuda.sim.streams.shared_stream(device):`")
+    warp_stream = wp.get_stream(wp_device).cuda_stream
+    if warp_stream != current.cuda_stream:
+        raise CaptureError("flycuda: torch's current stream and Warp's differ, so a captured step would not "
+                           "be ordered; wrap it in `with flycuda.sim.streams.shared_stream(device):`")
+
+
+def _torch_allocations(device: torch.device) -> int:
+    """How many allocations torch's caching allocator has served on ``device`` so far
+    (cached blocks included: each is memory the allocator may hand out again); 0 on
+    the CPU, which has no such count."""
+    if device.type != "cuda":
+        return 0
+    return int(torch.cuda.memory_stats(device).get("allocation.all.allocated", 0))
+
+
+def _new_storages(out, inputs: set, device: torch.device) -> list[torch.Tensor]:
+    """The tensors of an op's result on ``device`` whose memory none of its inputs had."""
+    return [t for t in tree_flatten(out)[0]
+            if isinstance(t, torch.Tensor) and t.device == device and t.untyped_storage().nbytes() > 0
+            and t.untyped_storage().data_ptr() not in inputs]
+
+
+class _AllocationGuardMode(TorchDispatchMode):
+    """Sees every op torch dispatches: an op that returns new memory on the device, or
+    during which the allocator's count grew, is refused by name."""
+
+    def __init__(self, device: torch.device, where: str):
+        super().__init__()
+        self.device, self.where = device, where
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
+                  if isinstance(t, torch.Tensor) and t.device == self.device}
+        before = _torch_allocations(self.device)
+        out = func(*args, **kwargs)
+        grew = _torch_allocations(self.device) - before
+        new = _new_storages(out, inputs, self.device)
+        if grew > 0 or new:
+            what = (f"returned {len(new)} new tensor(s) ({', '.join(f'{tuple(t.shape)} {t.dtype}' for t in new)})"
+                    if new else f"made {grew} allocation(s) inside")
+            raise CaptureAllocationError(
+                f"flycuda: op {func} allocated memory from torch's caching allocator on {self.device} during "
+                f"{self.where} ({what}); torch does not know about this capture, so the memory would be "
+                f"reused while the graph still uses it. Allocate it before the capture and write into it "
+                f"in place (out=, copy_, the ops' preallocated outputs).")
+        return out
+
+
+@contextlib.contextmanager
+def allocation_guard(device: torch.device | str, where: str = "a CUDA-graph capture") -> Iterator[None]:
+    """Raises :class:`CaptureAllocationError`, naming the op, if torch's caching
+    allocator allocates on ``device`` inside the block: per op that torch
+    dispatches (an op returning new memory on the device, or one during which the
+    allocator's count grew), then for the whole block (an allocation outside any
+    dispatched op). Used by :func:`capture_graph`; cheap enough for a capture, not
+    for a hot loop."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    before = _torch_allocations(dev)
+    with _AllocationGuardMode(dev, where):
+        yield
+    grew = _torch_allocations(dev) - before
+    if grew > 0:
+        raise CaptureAllocationError(
+            f"flycuda: torch's caching allocator made {grew} allocation(s) on {dev} during {where}, outside "
+            f"any op torch dispatches; torch does not know about this capture, so the memory would be reused "
+            f"while the graph still uses it. Allocate before the capture.")
+
+
+def capture_graph(fn: Callable[[], None], wp_device: str, repeat: int = 1):
+    """Captures ``repeat`` calls of ``fn`` into one CUDA graph (a Warp graph) on the
+    shared stream, and returns it. Call inside :func:`shared_stream`, after a
+    warm-up call of ``fn`` (Warp compiles kernels on first use). Raises
+    :class:`CaptureAllocationError`, naming the op, if anything in ``fn`` allocates
+    from torch's caching allocator (see :func:`allocation_guard`)."""
+    import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
+
+    _check_capturable(wp_device)
+    with wp.ScopedCapture(device=wp_device, stream=wp.get_stream(wp_device)) as cap:
+        with allocation_guard(wp_device, f"the CUDA-graph capture of {getattr(fn, '__qualname__', fn)!r}"):
+            for _ in range(repeat):
+                fn()
+    return cap.graph
+
+
+def launch_graph(graph) -> None:
+    """Launches a graph from :func:`capture_graph` on Warp's current stream."""
+    import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
+
+    wp.capture_launch(graph)

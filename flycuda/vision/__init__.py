@@ -1,0 +1,14 @@
+"""The eyes of every world: FlyGym's compound-eye readouts computed on the device.
+
+* :mod:`.retina`: :class:`RetinaMap` (FlyGym's ommatidia id map, pale mask, fisheye
+  lookup) and its exact and fast :class:`PoolingMap` s;
+* :mod:`.eyes`: :class:`Vision` (eye cameras traced at the retina's raw pixels by the
+  tile renderer, pooled by ``pool_ommatidia``), and drawing the eyes under a mosaic.
+"""
+
+from ..errors import VisionError
+from .eyes import Vision, agreement, eye_cameras, eye_strip, flygym_retina, mosaic_with_eyes
+from .retina import PoolingMap, RetinaMap, fisheye_lookup
+
+__all__ = ["Vision", "RetinaMap", "PoolingMap", "fisheye_lookup", "eye_cameras", "flygym_retina", "agreement",
+           "eye_strip", "mosaic_with_eyes", "VisionError"]
