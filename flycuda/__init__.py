@@ -1,7 +1,6 @@
 """flycuda: CUDA kernels for the per-step glue of batched MuJoCo Warp fly simulations.
 
 The ops (each with a C++ CPU twin and Python references in :mod:`flycuda.reference`):
-
 * :func:`motion_to_ctrl` — each world's target angles from a motion buffer at the
   device-side step counter, into the controls (optionally advancing the counter);
 * :func:`spline_to_ctrl` — the same with FlyGym's cubic resampling, evaluated on

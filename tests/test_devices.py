@@ -122,3 +122,27 @@ def test_no_fma_contraction_anywhere():
     assert "-ffp-contract=off" in info["host_flags"]
     if info["with_cuda"]:
         assert "--fmad=false" in info["nvcc_flags"] and "+PTX" in info["archs"]
+
+
+@pytest.mark.needs_warp
+@pytest.mark.parametrize("torch_cuda,words", [("13.0", "torch is built for CUDA 13.0 and the NVIDIA driver supports CUDA 12.8"),
+                                              (None, "is a CPU build")])
+def test_a_gpu_torch_cannot_use_is_an_error_not_a_silent_cpu_run(monkeypatch, capsys, torch_cuda, words):
+    """torch built for CUDA 13 on a CUDA 12.8 driver reports no GPU: device=None says so
+    (driver, torch's CUDA, what to do) instead of running on the CPU; device="cpu" and
+    --device cpu still run there."""
+    import warp as wp
+
+    from flycuda.cli import main
+    from flycuda.sim import BridgeError
+    from flycuda.sim import mjwarp as bridge
+
+    monkeypatch.setattr(wp, "is_cuda_available", lambda: True)
+    monkeypatch.setattr(wp, "get_cuda_driver_version", lambda: 12080)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", torch_cuda)
+    with pytest.raises(BridgeError, match=words + ".*device='cpu'"):
+        bridge.warp_device_for(None)
+    assert bridge.warp_device_for("cpu") == "cpu"
+    assert main(["replay", "--duration", "0.001", "--no-progress"]) == 2
+    assert words in capsys.readouterr().err

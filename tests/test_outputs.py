@@ -2,6 +2,7 @@
 content, a camera the model lacks is an error, and the demo's output folder."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -114,3 +115,83 @@ def test_cli_subprocess_unknown_camera_exit_code():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("flycuda: error: unknown camera 'nope'")
+
+
+# --- every output a CLI user asks for is written, or refused before anything runs ------------
+
+def test_plot_alone_records_in_memory(tmp_path, capsys):
+    """--plot without --record: the angles are kept in memory (a small run) and plotted."""
+    png = tmp_path / "p.png"
+    rc, out, err = _run_cli(["--duration", str(30 * DT), "--plot", str(png)], capsys)
+    assert rc == 0, err
+    assert png.stat().st_size > 10_000 and f"wrote          {png}" in out
+
+
+def test_plot_of_a_large_run_without_a_store_names_the_option(tmp_path, capsys, monkeypatch):
+    from flycuda.cli import replay as cli_replay
+
+    monkeypatch.setattr(cli_replay, "MEMORY_LIMIT", 1000)
+    rc, out, err = _run_cli(["--duration", str(30 * DT), "--plot", str(tmp_path / "p.png")], capsys)
+    assert rc == 2 and "add --record out.zarr" in err and not out
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_any_store_can_be_rendered_afterwards(tmp_path, capsys):
+    """`flycuda replay --record r.zarr` then `flycuda render r.zarr`: qpos is recorded at the
+    video rate whenever a store is written (--no-qpos leaves it out)."""
+    from flycuda.cli import main
+    from flycuda.recording import Recording
+
+    store = tmp_path / "r.zarr"
+    rc, _, err = _run_cli(["--duration", str(150 * DT), "--record", str(store)], capsys)
+    assert rc == 0, err
+    assert Recording.open(str(store)).every("qpos") == round(1 / (30 * DT))
+    assert main(["render", str(store), "--out", str(tmp_path / "v.mp4"), "--no-progress", "--size", "32x24"]) == 0
+    assert (tmp_path / "v.mp4").stat().st_size > 0
+    rc, _, err = _run_cli(["--duration", str(20 * DT), "--record", str(tmp_path / "n.zarr"), "--no-qpos"], capsys)
+    assert rc == 0, err
+    assert "qpos" not in Recording.open(str(tmp_path / "n.zarr")).names
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--observe", "qpos@30hz"], "--observe qpos@30hz records into a store: add --record out.zarr"),
+    (["--observe", "qvel", "--record", "{tmp}/r.npz"], "needs a .zarr store (--record out.zarr)"),
+    (["--model", "{tmp}/missing.xml"], "model file not found"),
+    (["--record", "{tmp}/r.txt"], "--record must end in .zarr"),
+    (["--vision"], "--vision needs a fly with eyes: --model neuromechfly"),
+    (["--plot", "{tmp}/nofolder/p.png"], "output directory does not exist"),
+])
+def test_cli_errors_speak_in_options(tmp_path, capsys, args, words):
+    """Each error a CLI user can reach: exit 2, one line, in the command line's words (no
+    Python argument such as record= or steps_per_graph), before anything is written."""
+    rc, out, err = _run_cli([a.replace("{tmp}", str(tmp_path)) for a in args] + ["--duration", str(10 * DT)], capsys)
+    assert rc == 2 and not out, (out, err)
+    assert err.count("\n") == 1 and err.startswith("flycuda: error: ") and words in err, err
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b|\b(record|worlds|duration)=", err.replace("flycuda: error: ", "")), err
+    assert not any(tmp_path.iterdir())
+
+
+def test_replay_errors_are_translated_into_options():
+    from flycuda.cli.main import in_options
+
+    assert in_options("vision every 20 steps is not a multiple of steps_per_graph=4") == \
+        "--vision every 20 steps is not a multiple of --steps-per-graph 4"
+    assert in_options("worlds must be a positive integer, got 0") == "--worlds must be a positive integer, got 0"
+    assert in_options("sim has 3 worlds but worlds=4") == "sim has 3 worlds but --worlds 4"
+
+
+def test_the_demos_store_opens_in_xarray(tmp_path, capsys):
+    """The store opens where the README says: xr.open_zarr gives one Dataset, each array with
+    its own dimensions, times and column names as coordinates, units in the attributes; the
+    thorax's x is selected by name over time."""
+    xr = pytest.importorskip("xarray")
+    rc, _, err = _run_cli(["--duration", str(100 * DT), "--out", str(tmp_path / "demo")], capsys)
+    assert rc == 0, err
+    ds = xr.open_zarr(str(tmp_path / "demo" / "recording.zarr"))
+    x = ds["body_pos"].sel(body_pos_column="Thorax:x")
+    assert x.dims == ("world", "body_pos_time") and x.sizes["body_pos_time"] == 101
+    assert ds["body_pos_time"].values[-1] == pytest.approx(100 * DT) and ds["body_pos_time"].attrs["units"] == "s"
+    assert ds["angles"].attrs["units"] == "rad" and ds.attrs["flycuda"]["length_unit"] == "m"
+    assert ds.attrs["flycuda"]["complete"] is True  # the consolidated metadata is the final one
+    assert set(ds.data_vars) >= {"angles", "targets", "qpos", "body_pos"}
+    assert float(x.isel(world=0, body_pos_time=-1)) != float(x.isel(world=0, body_pos_time=0))  # it moved

@@ -194,6 +194,27 @@ def test_a_failing_writer_marks_the_store_incomplete(tmp_path, monkeypatch):
     assert not rec.complete and rec.info["status"].startswith("incomplete")
 
 
+def test_the_writer_thread_works_on_its_own_gpu(tmp_path, monkeypatch):
+    """Under torchrun each rank's writer thread makes the rank's GPU current before it
+    waits on a copy's event (else it would create a context on GPU 0); on the CPU it
+    touches no CUDA at all."""
+    import threading
+
+    from flycuda.recording import store as zstore
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.append((threading.current_thread().name, d)))
+    spec = zstore.ArraySpec("a", 2, 4, ["x"], 1, 2, 4, "a")
+    for device, want in ((torch.device("cuda", 1), [("flycuda-store-writer", torch.device("cuda", 1))]),
+                         ("cpu", [])):
+        calls.clear()
+        group = zstore.create(str(tmp_path / f"s{len(want)}.zarr"), [spec], {"timestep": 1.0})
+        w = zstore.Writer(group, device=device)
+        w.put("a", 0, 0, np.ones((2, 4, 1), np.float32), wait=lambda: calls.append(("wait", None)))
+        w.close()
+        assert calls == want + [("wait", None)]
+
+
 def test_device_and_host_memory_do_not_grow_with_duration():
     """The recorder's buffers are sized by the chunk, not the run: 1x, 10x, 100x steps."""
     from flycuda.recording import Observable
@@ -221,11 +242,13 @@ def test_device_and_host_memory_do_not_grow_with_duration():
 @pytest.mark.parametrize("K,every", [(1, 1), (3, 1), (3, 2), (7, 3), (16, 5), (4, 4)])
 def test_launches_never_reach_a_slot_still_being_copied(K, every):
     """The host loop's rule (flycuda.replay.loop.timed_loop): a K-step launch only when it ends by
-    safe_until(), else one step; flush_ready after each. Then no launch writes a sample into
-    the chunk after the one filling (its ring slot's previous chunk may still be copying out:
-    the device-side wait for that copy is queued when the filling chunk is flushed), and the
-    chunk sizes make edges launch-aligned where possible."""
+    safe_until(), else one step; ensure_slots before and flush_ready after each. A launch may
+    write into the chunk after the filling one (its slot's previous chunk was queued out, and
+    ensure_slots makes the simulation stream wait for that copy), never into the one after
+    that (whose slot the filling chunk still holds); ensure_slots itself refuses it. So no
+    chunk edge forces an eager step: only the last partial launch runs eagerly."""
     from flycuda.recording import Observable
+    from flycuda.recording.recorder import RING
 
     src = torch.randn(2, 5)
     obs = [Observable("a", "qpos", src, torch.arange(5, dtype=torch.int32), list("abcde"), every),
@@ -237,17 +260,17 @@ def test_launches_never_reach_a_slot_still_being_copied(K, every):
     while done < steps:
         n = K if done + K <= min(steps, rec.safe_until()) else 1
         eager += n == 1 and K > 1
-        for st in rec.streams:  # every sample this launch records lands in the filling chunk
+        rec.ensure_slots(done + 1, done + n)
+        for st in rec.streams:  # every sample this launch records lands in a slot that is free
             for s in range(done + 1, done + n + 1):
                 if s % st.obs.every == 0:
-                    assert (s // st.obs.every) // st.C <= st.flushed, (s, st.obs.name, st.flushed)
+                    assert (s // st.obs.every) // st.C <= st.flushed + RING - 1, (s, st.obs.name, st.flushed)
         done += n
         rec.flush_ready(done)
     assert all(st.flushed == st.chunks for st in rec.streams)
-    assert all(st.C * st.obs.every % K == 0 or st.C == st.rows for st in rec.streams)
-    # a chunk's samples are steps [c C e, (c+1) C e), a launch's (d, d + K]: one realignment of
-    # fewer than K eager steps per observable, then every edge falls between launches
-    assert eager < K * len(rec.streams), eager
+    assert eager == (steps % K if K > 1 else 0), eager
+    with pytest.raises(RuntimeError, match="would write chunk .* before chunk .* was queued out"):
+        Recorder(obs, steps, torch.device("cpu"), chunk_bytes=2 * 5 * 4 * 10, min_rows=K).ensure_slots(1, steps)
 
 
 # --- observables ---------------------------------------------------------------------

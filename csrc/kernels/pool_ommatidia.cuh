@@ -116,8 +116,10 @@ __global__ void pool_ommatidia_kernel(const uint8_t* __restrict__ pixels,  // [S
                                       const PoolMap m,                     // the map (see PoolMap)
                                       float* __restrict__ out,             // [S, E, O, 2]
                                       const PoolPlan p) {
-  const int idx = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (idx >= static_cast<int>(p.threads())) return;
+  // Compared unsigned, then narrowed (as record_kernel): threads() <= INT32_MAX on the host.
+  const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= static_cast<unsigned int>(p.threads())) return;
+  const int idx = static_cast<int>(t);
   const int O = static_cast<int>(p.O);
   const int image = idx / O;
   pool_one(p, pixels, m, out, image, idx - image * O);

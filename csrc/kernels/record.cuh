@@ -59,9 +59,12 @@ __global__ void record_kernel(const float* __restrict__ src,      // [W, N]
                               const RecordPlan p) {
   const int64_t base = record_base(p, step[0]);
   if (base < 0) return;
-  const int idx = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  // Compared unsigned, then narrowed: the host keeps threads() <= INT32_MAX, and the last
+  // block's indices past it never become negative ints.
+  const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= static_cast<unsigned int>(p.threads())) return;
+  const int idx = static_cast<int>(t);
   const int D = static_cast<int>(p.D);
-  if (idx >= static_cast<int>(p.threads())) return;
   const int w = idx / D;
   const int d = idx - w * D;
   const int64_t a = static_cast<int64_t>(cols[d]);

@@ -4,7 +4,6 @@ On a machine with an NVIDIA GPU it prints the environment (the CUDA runtime and
 driver versions as they report themselves, not torch's compiled version), then
 runs, each as its own process so that one failure does not hide the others, and
 every step able to fail:
-
 1. the CUDA tests (``pytest -m needs_cuda``; a run where nothing passed fails);
 2. compute-sanitizer on the op tests with torch's caching allocator off
    (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``: otherwise an access past a tensor but

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 
 from ..errors import FlycudaError
@@ -110,7 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--observe", nargs="+", default=None, metavar="SPEC",
                    help="what to record, each KIND[:NAMES][@EVERY]: angles (always), qpos, qvel, ctrl, "
                         "actuator_force, body_pos:NAMES, body_quat:NAMES, sensor:NAMES; @N steps or @30hz "
-                        "(e.g. --observe qpos@30hz body_pos:c_thorax 'sensor:*contact*')")
+                        "(e.g. --observe qpos@30hz body_pos:c_thorax 'sensor:*contact*'); needs --record "
+                        "(or --out). A .zarr store always gets qpos at the video rate too (see --no-qpos)")
+    r.add_argument("--no-qpos", action="store_true",
+                   help="do not add qpos at the video rate to a .zarr store (then `flycuda render` cannot draw it)")
     r.add_argument("--vision", nargs="?", const="exact", default=None, metavar="SPEC",
                    help="record every world's ommatidia readouts (FlyGym's compound eyes; --model neuromechfly) "
                         "into the store as 'vision': exact or fast[:K] (K rays per ommatidium), @STEPS or "
@@ -129,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worlds in a video rendered afterwards (default 0:16)")
     r.add_argument("--frames", default=None, metavar="OUT.png", help="the final state's mosaic as PNG")
     r.add_argument("--plot", default=None, metavar="OUT.png",
-                   help="replayed vs target joint angles (one leg, 3 worlds) and the RMSE per DOF")
+                   help="replayed vs target joint angles (one leg, 3 worlds) and the RMSE per DOF (without "
+                        "--record the angles are kept in memory: small runs)")
     r.add_argument("--render-every", type=_positive_int, default=None, metavar="N",
                    help="render every N steps (default: 30 frames per simulated second)")
     r.add_argument("--render-size", type=_size, default=(64, 48), metavar="WxH", help="tile size")
@@ -168,6 +173,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# the replay settings a CLI user sets, by their option (ReplaySettings field -> option)
+OPTIONS = {name: "--" + name.replace("_", "-") for name in (
+    "worlds", "duration", "snippet", "offsets", "mode", "interp", "device", "graph", "steps_per_graph", "warmup",
+    "observe", "record_every", "record", "overwrite", "vision", "render_every", "profile")}
+
+
+def in_options(message: str) -> str:
+    """An error of replay()'s in the command line's words: ``steps_per_graph=4`` is
+    ``--steps-per-graph 4``, a setting's name is its option (one word only where it starts
+    the message, the way the checks name what is wrong)."""
+    for name, opt in OPTIONS.items():
+        message = re.sub(rf"\b{name}=(\S+)", rf"{opt} \1", message)
+        if "_" in name:
+            message = re.sub(rf"(?<![\w-]){name}\b", opt, message)
+        elif message.startswith(f"{name} "):
+            message = opt + message[len(name):]
+    return message
+
+
 def main(argv=None) -> int:
     """Entry point of the ``flycuda`` command."""
     args = build_parser().parse_args(argv)
@@ -179,7 +203,8 @@ def main(argv=None) -> int:
         if args.command == "gpu-check":
             return gpucheck.main(args.out, args.results)
     except FlycudaError as e:
-        print(f"flycuda: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        line = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"flycuda: error: {in_options(line) if args.command == 'replay' else line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("flycuda: interrupted", file=sys.stderr)

@@ -22,9 +22,9 @@ from ..replay.playback import render_recording
 from ..replay.plot import plot_tracking
 from ..replay.settings import resolve_offsets
 from ..replay.vision_stage import parse_vision
-from ..sim import flygym as fg
-from ..sim.motion import Motion, load_motion, tripod_gait
-from ..sim.worlds import NAMED_MODELS, NAMED_MOTIONS, THORAX, build_worlds, is_flygym_model
+from ..sim.mjwarp import unusable_gpu
+from ..sim.motion import Motion, load_motion
+from ..sim.worlds import NAMED_MODELS, NAMED_MOTIONS, THORAX, build_worlds, is_flygym_model, own_motion, replay_defaults
 
 __all__ = ["run_replay", "replay_share", "choose", "motion_name"]
 
@@ -66,10 +66,30 @@ def _check_paths(args) -> None:
         raise ReplayError(f"--record must end in .zarr (a zarr store) or .npz (small runs), got {args.record}")
     if args.record and args.record.endswith(".zarr"):
         check_path(args.record, args.overwrite)
+    extra = [o for o in args.observe or [] if o.split(":")[0].split("@")[0] != "angles"]
+    if extra and not args.record:
+        raise ReplayError(f"--observe {' '.join(extra)} records into a store: add --record out.zarr (or --out DIR)")
+    if extra and args.record.endswith(".npz"):
+        raise ReplayError(f"--observe {' '.join(extra)} needs a .zarr store (--record out.zarr); an .npz keeps only "
+                          "the joint angles and targets")
+
+
+MEMORY_LIMIT = 512 * 2**20  # bytes of angles and targets a run without --record may hold in memory (--plot)
+
+
+def check_memory_recording(args, worlds: int, steps: int, dofs: int) -> None:
+    """--plot without --record keeps the run's angles and targets in memory: small runs only."""
+    if args.plot and not args.record:
+        need = 2 * worlds * (steps + 1) * dofs * 4
+        if need > MEMORY_LIMIT:
+            raise ReplayError(f"--plot reads the joint angles from a recording, and this run's ({need / 2**20:,.0f} "
+                              f"MiB) are too many to hold in memory: add --record out.zarr (or --out DIR)")
 
 
 def _device(args) -> str:
-
+    why = None if args.device else unusable_gpu()
+    if why:
+        raise ReplayError(why)
     device = args.device or ("cuda" if cuda_ready() else "cpu")
     if device == "cuda" and not cuda_ready():
         raise ReplayError("--device cuda needs a visible GPU and flycuda built with CUDA "
@@ -78,9 +98,9 @@ def _device(args) -> str:
 
 
 def _write_json(path: str, res) -> None:
-
     doc = {"worlds": res.worlds, "steps": res.steps, "timestep": res.timestep, "device": res.device,
-           "graph": res.graph, "steps_per_graph": res.steps_per_graph, "wall_seconds": res.wall_seconds,
+           "graph": res.graph, "steps_per_graph": res.steps_per_graph, "steps_in_launches": res.steps_in_launches,
+           "eager_steps": res.eager_steps, "wall_seconds": res.wall_seconds,
            "jit_seconds": res.jit_seconds, "realtime_factor": res.realtime_factor,
            "world_steps_per_s": res.world_steps_per_s, "split_seconds": res.split_seconds,
            "rmse_deg_per_dof": [math.degrees(float(x)) for x in res.rmse_per_dof],
@@ -92,11 +112,13 @@ def _write_json(path: str, res) -> None:
 
 
 def _observe(args) -> list[str]:
-    """The observables: --observe, plus qpos at the video rate when the video is
-    rendered afterwards from the store (and the fly's thorax path with --out)."""
+    """The observables: --observe, plus qpos at the video rate whenever a .zarr store is
+    written (so `flycuda render` can draw any store; not with --no-qpos unless the video is
+    rendered afterwards from it) and the fly's thorax path with --out."""
     obs = list(args.observe or ["angles"])
     kinds = {o.split(":")[0].split("@")[0] for o in obs}
-    if args.render_afterwards and "qpos" not in kinds:
+    zarr = bool(args.record and args.record.endswith(".zarr"))
+    if zarr and "qpos" not in kinds and (args.render_afterwards or not args.no_qpos):
         obs.append(f"qpos@{args.render_every}" if args.render_every else "qpos@30hz")
     model = args.model or "hexapod"
     if args.out and "body_pos" not in kinds and model in THORAX:
@@ -108,7 +130,7 @@ def _target(args, share=None, worlds: int = 0, rendezvous=None):
     """Where the recording goes (a flycuda.recording.Target) or None."""
 
     if not args.record:
-        return None
+        return Target(store="memory") if args.plot else None  # --plot alone: the angles in memory
     if args.record.endswith(".npz"):
         return Target(store="memory")
     if share is None:
@@ -175,6 +197,8 @@ def _run_distributed(args, info) -> int:
 
     if args.record and args.record.endswith(".npz"):
         raise ReplayError("--record .npz gathers nothing across ranks; use a .zarr store with torchrun")
+    if args.plot and not args.record:
+        raise ReplayError("--plot with torchrun reads the joint angles from the store: add --record out.zarr")
     distributed.init(info)
     # the ranks meet once before writing into a store (none without one)
     rendezvous = distributed.Rendezvous() if args.record else None
@@ -218,19 +242,13 @@ def _run_distributed(args, info) -> int:
 def choose(args, device: str, n: int):
     """The worlds and what drives them: (Worlds, motion, act_ids or None, camera, interp, warmup)."""
     model = args.model or "hexapod"
-    nmf = is_flygym_model(model)
     own = args.motion not in (None, "spotlight", "tripod")
     motion = load_motion(args.motion) if own else None  # a bad file fails before any build
     worlds = build_worlds(model, n, device, vision=bool(getattr(args, "vision", None)))
-    act_ids, warmup = worlds.act_ids, 0.05 if nmf else 0.0
-    if motion is None:
-        if nmf:
-            motion = fg.spotlight(worlds.fly)
-        else:
-            motion = tripod_gait()
-    elif nmf:
-        act_ids = None  # a recording of its own: matched by its DOF names
-    interp = args.interp or ("cubic" if nmf and not own else "linear")
+    act_ids = worlds.act_ids if motion is None else None  # a recording of its own: matched by its DOF names
+    motion = motion if motion is not None else own_motion(worlds)
+    interp, warmup = replay_defaults(model, own=not own)
+    interp = args.interp or interp
     warmup = args.warmup if args.warmup is not None else warmup
     return worlds, motion, act_ids, args.camera or worlds.camera, interp, warmup
 
@@ -246,6 +264,7 @@ def replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, 
     ws, motion, act_ids, camera, interp, warmup = choose(args, device, n)
     sim = ws.sim
     duration = args.duration or (args.snippet if args.snippet else 0.5)
+    check_memory_recording(args, n, max(1, round(duration / sim.timestep)), len(motion.dof_names))
     offsets = None
     if share is not None:
         start = share[0]
@@ -267,7 +286,8 @@ def replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, 
         cls = TileRenderer if args.renderer == "flycuda" else MjwRenderer
         kw = {"mosaic": not getattr(args, "vision", None)} if cls is TileRenderer else {}  # eyes: tiles, then a mosaic
         renderer = cls(sim, camera=cams, width=args.render_size[0], height=args.render_size[1], **kw)
-        render_every = args.render_every or max(1, round(1.0 / (30.0 * sim.timestep)))
+        K = args.steps_per_graph  # 30 frames per simulated second, on the launch grid (no eager steps)
+        render_every = args.render_every or max(K, round(1.0 / (30.0 * sim.timestep) / K) * K)
     if target is not None:
         target.attrs.update(model=args.model or "hexapod", motion=motion_name(args), camera=camera)
     settings = ReplaySettings(worlds=n, duration=duration, snippet=args.snippet if share is None else None,

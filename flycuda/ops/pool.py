@@ -17,7 +17,6 @@ def pool_ommatidia(pixels: torch.Tensor, omm_ptr: torch.Tensor, omm_pixels: torc
 
     FlyGym's ``Retina.fisheye_image_to_hex_pxls`` for every image (s, e), through a
     CSR map (:class:`flycuda.vision.retina.PoolingMap` builds it from FlyGym's Retina)::
-
         acc = 0.0  (float64); for j in omm_ptr[o]..omm_ptr[o+1]-1, in order:
             acc += float64(pixels[s, e, omm_pixels[j], omm_channel[o]]) / omm_count[o]
         readouts[s, e, o, omm_column[o]] = float32(acc / 255);  readouts[s, e, o, 1 - omm_column[o]] = 0

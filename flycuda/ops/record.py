@@ -51,7 +51,6 @@ def record_chunk(source: torch.Tensor, columns: torch.Tensor, chunks: torch.Tens
     """Records columns of any per-world array at the current step into a ring of chunks.
 
     With ``s = step[0]``: if ``s >= 0`` and ``s % every == 0``, then with ``k = s // every``::
-
         chunks[(k // C) % B, w, k % C, d] = source[w, columns[d]]    for all w, d
 
     otherwise nothing is written. Sample k is row ``k % C`` of chunk ``k // C``, and

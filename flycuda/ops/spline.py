@@ -10,7 +10,6 @@ O(T x D) memory instead of the pre-expanded buffer.
 
 Row ``i`` of the table holds the piece from frame ``i`` to frame ``i + 1``, in
 powers of the in-frame position ``u`` in [0, 1)::
-
     S(i + u) = c0 + u * (c1 + u * (c2 + u * c3))      with c0 = y[i]
 
 * Frames ``0 .. T-2``: the not-a-knot spline (scipy's ``interp1d`` cubic and

@@ -21,7 +21,6 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
 
     For every world w and DOF d, with the frame position
     ``f = offsets[w] + step[0] * frames_per_step`` (float64)::
-
         ctrl[w, act_ids[d]] = lerp(motion[m, floor(f), d], motion[m, next, d], f - floor(f))
 
     where ``m = 0`` if M == 1 else ``w``. In mode ``"clamp"`` f is clamped to
@@ -92,7 +91,6 @@ def spline_to_ctrl(coeffs: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
     For every world w and DOF d, with ``f = offsets[w] + step[0] * frames_per_step``
     mapped into [0, T) exactly as in :func:`motion_to_ctrl` (clamp or loop; NaN reads
     frame 0), ``i = floor(f)`` and ``a = f - i``::
-
         ctrl[w, act_ids[d]] = c0 + a * (c1 + a * (c2 + a * c3)),  (c0..c3) = coeffs[m, i, :, d]
 
     in float64, rounded once to float32; ``a == 0`` gives ``c0`` (the recorded frame)

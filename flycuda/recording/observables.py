@@ -1,7 +1,6 @@
 """What a replay records: per-world quantities of MuJoCo Warp's Data, by name.
 
 An observable is written ``KIND[:NAMES][@EVERY]``:
-
 ==================  ==========================================================
 ``angles``          the driven joint angles, one column per motion DOF (default)
 ``qpos``            every position coordinate (enough to re-render a world)

@@ -78,7 +78,8 @@ class Recording:
 
     @property
     def names(self) -> list[str]:
-        return sorted(k for k, _ in self.group.arrays())
+        """The recorded arrays (not their coordinates: world, NAME_time, NAME_column)."""
+        return zstore.data_arrays(self.group)
 
     def __getitem__(self, name: str):
         """The zarr array ``name`` [world, time, column] (index it to read)."""

@@ -39,6 +39,24 @@ MAX_ROWS = 256            # samples per chunk at most (few worlds: the chunk sti
 RING = 2                  # chunks per observable on the device: one fills, one is copied out
 
 
+def chunks_complete(done: int, rows: int, C: int, every: int) -> int:
+    """Chunks of a stream (``rows`` samples, ``C`` per chunk, one every ``every`` steps)
+    whose last sample is recorded once ``done`` steps have run."""
+    if done < 0:
+        return 0
+    written = min(done // every + 1, rows)  # samples 0 .. done // every
+    return -(-rows // C) if written >= rows else written // C
+
+
+def slot_room(flushed: int, C: int, every: int) -> int:
+    """The most steps that may run while ``flushed`` chunks of a stream have been queued out:
+    every step up to the end of the chunk after the one filling now. Chunk c's slot is
+    chunk c - RING's, so it may be written once that one's copy out is queued (the simulation
+    stream then waits for it on the device, :meth:`Recorder.ensure_slots`), and the filling
+    chunk's own copy is queued before chunk c + RING could overwrite it."""
+    return (flushed + RING) * C * every - 1
+
+
 def rows_per_chunk(worlds: int, width: int, rows: int, chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1) -> int:
     """C: samples per chunk so that [worlds, C, width] float32 is about ``chunk_bytes``,
     at most MAX_ROWS (at least ``min_rows``: a graph launch's steps), at most the run's ``rows``."""
@@ -58,6 +76,7 @@ class _Stream:
     free: list                    # RING x threading.Semaphore(1): host buffer free for the next copy
     copied: list                  # RING x CUDA event of the last copy out of each slot (or None)
     flushed: int = 0              # chunks handed out so far
+    ready: int = RING - 1         # the last chunk whose slot the simulation stream may write
 
     @property
     def chunks(self) -> int:
@@ -108,8 +127,9 @@ class Recorder:
     :class:`flycuda.recording.store.Writer`). Without a store only the tracker (see
     :meth:`add_tracker`) sees the chunks of ``track``, the angles observable.
 
-    Call :meth:`record` inside every step, :meth:`flush_ready` after every launch
-    (outside any capture), :meth:`finish` at the end (:meth:`abort` on an error).
+    Call :meth:`record` inside every step, :meth:`ensure_slots` before and
+    :meth:`flush_ready` after every launch (outside any capture; at most
+    :meth:`safe_until` steps before the next flush), :meth:`finish` at the end (:meth:`abort` on an error).
     ``min_rows``: steps per graph launch (chunks hold at least one launch, and a
     multiple of it where possible); ``plan_worlds``: size the chunks for this many
     worlds (torchrun: the largest rank's share, so every rank's chunks align)."""
@@ -183,11 +203,33 @@ class Recorder:
 
     # -- between launches -------------------------------------------------------------
     def safe_until(self) -> int:
-        """The most steps that may have run before the next :meth:`flush_ready`: the
-        chunk after the one filling now may not start before that one is flushed, since
-        flushing it is what makes the simulation stream wait (on the device) for the
-        copy out of the slot the next chunk reuses."""
-        return min(((st.flushed + RING - 1) * st.C * st.obs.every - 1 for st in self.streams), default=self.steps)
+        """The most steps that may have run before the next :meth:`flush_ready`
+        (:func:`slot_room`)."""
+        return min((slot_room(st.flushed, st.C, st.obs.every) for st in self.streams), default=self.steps)
+
+    def ensure_slots(self, first: int, last: int) -> None:
+        """Before steps ``first`` .. ``last`` run (a launch, an eager step, a sample): the
+        simulation stream waits, on the device, for the copy out of every ring slot those
+        steps will write whose previous chunk was copied out. Required before every launch:
+        :meth:`flush_ready` alone does not order a slot's reuse after its copy. Never inside
+        a capture (the wait belongs to the launch, not to the graph)."""
+        if self.on_cuda and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("flycuda recorder: ensure_slots inside a CUDA graph capture; call it before the launch")
+        for st in self.streams:
+            if last < 0 or first > last:
+                continue
+            c = min(last // st.obs.every, st.rows - 1) // st.C  # the last chunk the steps write
+            if c <= st.ready:
+                continue
+            if c > st.flushed + RING - 1:
+                raise RuntimeError(f"flycuda recorder: steps up to {last} would write chunk {c} of "
+                                   f"{st.obs.name!r} before chunk {c - RING}, whose slot it reuses, was queued out "
+                                   f"({st.flushed} queued; steps may run up to {self.safe_until()})")
+            for k in range(st.ready + 1, c + 1):
+                ev = st.copied[k % RING]  # the copy out of chunk k - RING: queued, as checked above
+                if ev is not None:
+                    torch.cuda.current_stream(self.device).wait_event(ev)
+            st.ready = c
 
     def flush_ready(self, done: int) -> None:
         """Queues out every chunk whose last sample is recorded after ``done`` steps."""
@@ -239,10 +281,7 @@ class Recorder:
                 copied = torch.cuda.Event(blocking=True)  # the writer thread sleeps on it, not spins
                 copied.record(self.copy_stream)
         if copied is not None:
-            st.copied[slot] = copied
-            nxt = st.copied[(c + 1) % RING]
-            if nxt is not None:  # the slot the next chunk fills: its last copy must be done
-                sim.wait_event(nxt)
+            st.copied[slot] = copied  # chunk c + RING waits for it before writing (ensure_slots)
         self._queue(st, slot, k0, n, copied.synchronize if copied is not None else None, with_targets)
 
     def _queue(self, st: _Stream, slot: int, k0: int, n: int, wait, with_targets: bool) -> None:

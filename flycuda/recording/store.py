@@ -1,7 +1,6 @@
 """Recordings on disk: a zarr v3 group, one array per observable, and its writer.
 
 Layout of a store (readable with zarr, xarray or dask, without flycuda)::
-
     out.zarr/                  group; attrs["flycuda"]: run facts (see create)
       angles   [world, time, column] float32, chunks (worlds per chunk, rows per chunk, D)
       targets  [world, time, column] the targets applied at the same steps
@@ -29,19 +28,32 @@ import shutil
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
 
+import numpy as np
+import torch
+
 from ..errors import StoreError
 
-__all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "mark", "Writer", "world_chunk", "FORMAT"]
+__all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays",
+           "consolidate"]
 
 FORMAT = "flycuda.recording/1"
+# units of each kind of array (MuJoCo's, as the model has them: NeuroMechFly's lengths are mm)
+UNITS = {"angles": "rad", "targets": "rad", "ctrl": "the actuators' (rad for position actuators)",
+         "qpos": "the model's length unit (free joints), rad (hinges), 1 (quaternions)",
+         "qvel": "the model's length unit / s, rad / s", "body_pos": "the model's length unit",
+         "body_quat": "1 (w, x, y, z)", "sensor": "the sensors' own", "actuator_force": "N, or N x length (hinges)",
+         "vision": "1 (brightness, 0..1)"}
 
 
 @dataclass
 class ArraySpec:
-    """One array of a store: [worlds, rows, len(columns)], chunked (world_chunk, rows_chunk, D)."""
+    """One array of a store: [worlds, rows, len(columns)], chunked (world_chunk, rows_chunk, D),
+    with dimensions (world, NAME_time, NAME_column) and those as coordinates (seconds; the
+    column names), so xarray opens the store as one Dataset."""
 
     name: str
     worlds: int
@@ -111,20 +123,48 @@ def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = Fa
         _prepare_path(target, overwrite)
     try:
         group = zarr.open_group(target, mode="w")
+        worlds = max((a.worlds for a in arrays), default=0)
+        _coordinate(group, "world", np.arange(worlds, dtype=np.int64), {"long_name": "world index"})
         for a in arrays:
+            kind = (a.observable or a.name).split(":")[0].split("@")[0]
             group.create_array(
                 a.name, shape=(a.worlds, a.rows, len(a.columns)), dtype="float32", fill_value=math.nan,
                 chunks=(a.world_chunk, a.rows_chunk, max(1, len(a.columns))),
-                dimension_names=("world", "time", "column"),
-                attributes={**a.attrs, "columns": list(a.columns), "every": a.every,
+                dimension_names=("world", f"{a.name}_time", f"{a.name}_column"),
+                attributes={**a.attrs, "columns": list(a.columns), "every": a.every, "units": UNITS.get(kind, ""),
                             "timestep": attrs.get("timestep"), "observable": a.observable, "rows_written": 0})
+            times = np.arange(a.rows, dtype=np.float64) * a.every * float(attrs.get("timestep") or 0.0)
+            _coordinate(group, f"{a.name}_time", times, {"units": "s", "long_name": f"time of each {a.name} sample"})
+            _coordinate(group, f"{a.name}_column", np.array(list(a.columns), dtype=str), {"long_name": "column"})
         group.attrs["flycuda"] = {
             "format": FORMAT, **attrs, "versions": versions(), "command": list(sys.argv),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "complete": False, "status": "running"}
+        consolidate(group)
     except OSError as e:
         raise StoreError(f"cannot create recording {target}: {e}") from None
     return group
+
+
+def _coordinate(group, name: str, values: np.ndarray, attrs: dict) -> None:
+    """A 1-D coordinate array named as its dimension (xarray makes it the dimension's index)."""
+    arr = group.create_array(name, shape=values.shape, dtype=values.dtype if values.dtype.kind != "U" else str,
+                             dimension_names=(name,), attributes=attrs)
+    arr[...] = values
+
+
+def data_arrays(group) -> list[str]:
+    """The recorded arrays of a store ([world, time, column]), without the coordinates."""
+    return sorted(k for k, a in group.arrays() if a.ndim == 3)
+
+
+def consolidate(group) -> None:
+    """Writes the consolidated metadata (one read opens the store in xarray); called after
+    every change of attributes. flycuda itself reads each array's own metadata."""
+    zarr = _zarr()
+    with warnings.catch_warnings():  # zarr v3 keeps consolidated metadata outside the spec (xarray reads it)
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(group.store, path=group.path or None)
 
 
 def open_store(target, mode: str = "r"):
@@ -132,7 +172,7 @@ def open_store(target, mode: str = "r"):
     zarr = _zarr()
     if _is_path(target) and not os.path.isfile(os.path.join(os.fspath(target), "zarr.json")):
         raise StoreError(f"no recording at {os.fspath(target)} (no zarr.json)")
-    group = zarr.open_group(target, mode=mode)
+    group = zarr.open_group(target, mode=mode, use_consolidated=False)  # the arrays' own, latest metadata
     info = group.attrs.get("flycuda")
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise StoreError(f"{target} is a zarr store but not a flycuda recording (attrs['flycuda'] missing)")
@@ -146,6 +186,7 @@ def mark(group, *, complete: bool, status: str, rows_written: dict | None = None
     info = dict(group.attrs["flycuda"])
     info.update(extra, complete=bool(complete), status=status)
     group.attrs["flycuda"] = info
+    consolidate(group)
 
 
 class Writer:
@@ -154,13 +195,18 @@ class Writer:
     ``put(name, w0, k0, data, done)`` queues ``data`` (numpy [w, r, D]) for
     ``array[w0:w0+w, k0:k0+r]``; ``done()`` runs after the write (the recorder
     frees its host buffer there). ``wait`` (an optional callable) runs first in
-    the thread (the CUDA copy's event). An error in the thread is raised by the
+    the thread (the CUDA copy's event); on a CUDA ``device`` the thread makes it current
+    first, so that waiting creates no context on another GPU (torchrun: one GPU per
+    rank, each rank's writer on its own). An error in the thread is raised by the
     next ``put`` or by ``close``. ``bytes_written``/``seconds`` measure it;
     ``rows[name]``: samples written so far (writes of an array come in order)."""
 
-    def __init__(self, group, max_queued: int = 64):
+    def __init__(self, group, max_queued: int = 64, device=None):
         self.group, self.bytes_written, self.seconds = group, 0, 0.0
-        self.rows: dict[str, int] = {name: 0 for name, _ in group.arrays()}
+        self.device = torch.device(device) if device is not None else None
+        if self.device is not None and self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())  # the caller's, resolved here
+        self.rows: dict[str, int] = {name: 0 for name in data_arrays(group)}
         self._queue: queue.Queue = queue.Queue(max_queued)
         self._error: BaseException | None = None
         self._arrays: dict = {}
@@ -173,6 +219,11 @@ class Writer:
         return self._arrays[name]
 
     def _run(self) -> None:
+        try:
+            if self.device is not None and self.device.type == "cuda":
+                torch.cuda.set_device(self.device)  # before any wait: the rank's GPU, not GPU 0
+        except BaseException as e:  # noqa: BLE001 - raised by the next put or close, as any writer error
+            self._error = e
         while True:
             item = self._queue.get()
             if item is None:

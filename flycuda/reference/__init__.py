@@ -1,7 +1,6 @@
 """Pure-PyTorch reference kernels, one per flycuda op, same name and arguments.
 
 Two kinds, both used by the tests to check the C++ CPU op and the CUDA op:
-
 * this module: vectorized torch, float64 math where it matters, for realistic
   sizes (thousands of worlds);
 * :mod:`flycuda.reference.grid`: grid-emulator versions that mirror the CUDA

@@ -166,5 +166,6 @@ def merge_results(parts: list, worlds: int, record: str | None = None):
         rmse_per_dof=rmse_from_sums(sq, count), recording=recording, track_sq=sq, track_count=count,
         store_bytes=sum(p.store_bytes for p in parts), store_seconds=max(p.store_seconds for p in parts),
         recorder_device_bytes=max(p.recorder_device_bytes for p in parts),
-        rank_walls=[p.wall_seconds for p in parts])
+        rank_walls=[p.wall_seconds for p in parts], steps_in_launches=min(p.steps_in_launches for p in parts),
+        eager_steps=max(p.eager_steps for p in parts), split_steps=first.split_steps)  # the slowest rank's
     return merged

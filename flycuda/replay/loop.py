@@ -20,9 +20,10 @@ from ..sim.mjwarp import Sim
 from ..sim.motion import Motion
 from ..vision.eyes import mosaic_with_eyes
 from .results import SETTLE_SECONDS, SPLIT_STEPS
+from .schedule import Schedule
 from .settings import ReplayError
 
-__all__ = ["Run", "Renders", "sync", "progress_bar", "warm_up_and_split", "capture", "timed_loop"]
+__all__ = ["Run", "Renders", "sync", "progress_bar", "warm_up_and_split", "capture", "timed_loop", "Schedule"]
 
 
 def sync(sim: Sim) -> None:
@@ -52,6 +53,9 @@ class Run:
     recorder: Recorder | None = None
     vision: object = None      # a flycuda.replay.vision_stage.VisionStage, or None
     done: int = 0              # steps run so far
+    launched: int = 0          # steps run inside launches of K (graphs on CUDA, K plain calls on the CPU)
+    eager: int = 0             # steps run one by one (the warm-up, partial launches)
+    split_steps: int = 0       # of the eager steps, those synchronized and timed stage by stage
     split: dict = field(default_factory=lambda: {"physics": 0.0, "flycuda ops": 0.0})
 
     @classmethod
@@ -149,6 +153,30 @@ class Run:
             self.split["flycuda ops"] += (t1 - t0) + (t3 - t2)
             self.split["physics"] += t2 - t1
 
+    def step_eagerly(self, timed: bool = False) -> None:
+        """One step outside any launch (its ring slots made ready first)."""
+        self.recorder.ensure_slots(self.done + 1, self.done + 1)
+        self.one_step(timed)
+        self.eager += 1
+
+    def launch(self, n: int, graph) -> None:
+        """A launch of ``n`` steps: the captured graph on CUDA, ``n`` plain steps on the CPU."""
+        self.recorder.ensure_slots(self.done + 1, self.done + n)
+        if graph is not None:
+            with profiling.stage("replay.graph_launch", cuda=self.on_cuda):
+                streams.launch_graph(graph)
+        else:
+            for _ in range(n):
+                self.one_step()
+        self.launched += n
+
+    def schedule(self, renders: "Renders", per_launch: int | None) -> Schedule:
+        """The launch schedule of this run (launches of ``per_launch`` steps; None: none)."""
+        dues = ([renders.every] if renders.active and renders.every else []) + \
+               ([self.vision.every] if self.vision is not None else [])
+        chunks = [(st.rows, st.C, st.obs.every) for st in self.recorder.streams]
+        return Schedule(self.steps, per_launch, tuple(dues), tuple(chunks))
+
     def advanced(self, n: int) -> None:
         """Counts ``n`` steps as run and queues out the chunks they completed."""
         self.done += n
@@ -168,10 +196,6 @@ class Renders:
     @property
     def active(self) -> bool:
         return self.renderer is not None and (self.every > 0 or self.writer is not None)
-
-    def next_due(self, done: int) -> int:
-        """The next step at which a frame is due (the run's end when none)."""
-        return (done // self.every + 1) * self.every if self.every else self.run.steps
 
     def render(self) -> None:
         t0 = time.perf_counter()
@@ -213,20 +237,26 @@ def progress_bar(progress: bool, steps: int, worlds: int):
     return tqdm(total=steps, unit="step", desc=f"replay {worlds} worlds", leave=False)
 
 
-def warm_up_and_split(run: Run, renders: Renders, t_start: float) -> tuple[float, dict, float]:
-    """The first step (Warp's JIT / module load) timed with set-up, then up to
-    SPLIT_STEPS synchronized eager steps timed stage by stage (part of the replay).
-    Returns (set-up + first step seconds, per-stage seconds, wall seconds of the split steps)."""
-    run.one_step()
+def warm_up_and_split(run: Run, renders: Renders, t_start: float, schedule: Schedule) -> tuple[float, dict, float]:
+    """The first step (Warp's JIT / module load) timed with set-up, then SPLIT_STEPS
+    synchronized eager steps timed stage by stage (part of the replay), then plain eager
+    steps up to a multiple of the launch size (so that the launches that follow stay
+    aligned with frames and samples). Returns (set-up + first step seconds, per-stage
+    seconds, wall seconds of the split and alignment steps)."""
+    run.step_eagerly()
     sync(run.sim)
     # the first frame is render time, the first eyes' sample vision time
     jit_seconds = time.perf_counter() - t_start - renders.seconds - (run.vision.seconds if run.vision else 0.0)
     run.advanced(1)
     renders.after_step()
-    n_split = min(SPLIT_STEPS, run.steps - run.done)
+    n_split = run.split_steps = min(SPLIT_STEPS, run.steps - run.done)
     t0 = time.perf_counter()
     for _ in range(n_split):
-        run.one_step(timed=True)
+        run.step_eagerly(timed=True)
+        run.advanced(1)
+        renders.after_step()
+    for _ in range(schedule.warmup_end(run.done) - run.done):  # onto the launch grid, unsynchronized
+        run.step_eagerly()
         run.advanced(1)
         renders.after_step()
     sync(run.sim)
@@ -245,23 +275,18 @@ def capture(run: Run, use_graph: bool, steps_per_graph: int):
     return streams.capture_graph(run.one_step, run.sim.wp_device, repeat=steps_per_graph)
 
 
-def timed_loop(run: Run, renders: Renders, cuda_graph, steps_per_graph: int, prof, bar) -> float:
-    """The remaining steps: graph launches where a whole launch fits before the next due
-    frame or vision sample and before a recording ring slot would be reused, eager
-    steps otherwise.
+def timed_loop(run: Run, renders: Renders, cuda_graph, schedule: Schedule, prof, bar) -> float:
+    """The remaining steps as ``schedule`` says: launches (``cuda_graph`` on CUDA, plain
+    steps on the CPU) where a whole launch fits, eager steps otherwise.
     Returns the wall seconds."""
     sync(run.sim)
     t0 = time.perf_counter()
     while run.done < run.steps:
-        room = min(run.steps, renders.next_due(run.done), run.recorder.safe_until(),
-                   run.vision.next_due(run.done) if run.vision is not None else run.steps)
-        if cuda_graph is not None and run.done + steps_per_graph <= room:
-            with profiling.stage("replay.graph_launch", cuda=run.on_cuda):
-                streams.launch_graph(cuda_graph)
-            n = steps_per_graph
+        n = schedule.next(run.done)
+        if schedule.per_launch is not None and n == schedule.per_launch:
+            run.launch(n, cuda_graph)
         else:
-            run.one_step()
-            n = 1
+            run.step_eagerly()
         run.advanced(n)
         renders.after_step()
         if prof is not None:

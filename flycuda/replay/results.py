@@ -57,6 +57,9 @@ class ReplayResult:
     vision_samples: int = 0    # readouts of every world taken
     vision_rays: int = 0       # rays per readout (world and eye)
     vision_device_bytes: int = 0  # device memory of the vision stage (rings not included)
+    steps_in_launches: int = 0  # steps run inside launches of steps_per_graph (graphs on CUDA, plain calls on the CPU)
+    eager_steps: int = 0        # steps run one by one (the warm-up's, partial launches)
+    split_steps: int = 0        # of which synchronized and timed stage by stage
 
     @property
     def recorded(self) -> torch.Tensor:
@@ -110,12 +113,14 @@ class ReplayResult:
             worst = f" (worst {self.dof_names[k]} {math.degrees(float(rmse[k])):.2f} deg)"
         lines = [
             f"flycuda replay: {self.worlds} worlds x {self.steps} steps of {self.timestep * 1e3:g} ms on {self.device}"
-            f" ({'CUDA graph, ' + str(self.steps_per_graph) + ' step(s)/launch' if self.graph else 'eager'})",
+            f" ({'CUDA graph, ' + str(self.steps_per_graph) + ' step(s)/launch' if self.graph else 'eager' if not self.steps_in_launches else str(self.steps_per_graph) + ' plain step(s)/launch'})",
             *([f"  model          {self.model}; motion {self.motion}; {self.interp} targets"] if self.model else []),
             f"  simulated      {self.sim_seconds:.3f} s per world ({self.worlds * self.sim_seconds:.3f} s in all)",
             f"  wall (timed)   {self.wall_seconds:.3f} s for {self.timed_steps} steps   +  setup/JIT/first step {self.jit_seconds:.2f} s",
             f"  x real time    {self.realtime_factor:.3f}  ({self.world_steps_per_s:,.0f} world-steps/s)",
-            f"  time split     {split_s}   (physics/ops from {SPLIT_STEPS} synchronized eager steps)",
+            f"  time split     {split_s}   (physics/ops from {self.split_steps} synchronized eager steps)",
+            f"  launches       {self.steps_in_launches} steps in launches of {self.steps_per_graph}, "
+            f"{self.eager_steps} eager (warm-up, partial launches)",
             f"  peak memory    {self.peak_memory}",
         ]
         if rmse is not None and rmse.numel():
@@ -181,7 +186,7 @@ def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wal
     sel = getattr(renders.renderer, "worlds", None)
     return ReplayResult(
         worlds=sim.nworld, steps=run.steps, timestep=sim.timestep, device=str(run.dev),
-        graph=cuda_graph is not None, steps_per_graph=steps_per_graph if cuda_graph is not None else 1,
+        graph=cuda_graph is not None, steps_per_graph=steps_per_graph if run.launched else 1,
         record_every=tracker.every, dof_names=run.motion.dof_names,
         sim_seconds=run.steps * sim.timestep, wall_seconds=wall, jit_seconds=jit_seconds, split_seconds=split,
         peak_memory=peak_memory(run.dev), rmse_per_dof=rmse_from_sums(sq, tracker.count),
@@ -192,4 +197,5 @@ def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wal
         store_seconds=writer.seconds if writer else 0.0, recorder_device_bytes=rec.device_bytes(),
         rows_written=dict(writer.rows) if writer else {}, vision=str(eyes.spec) if eyes else "",
         vision_samples=eyes.samples if eyes else 0, vision_rays=eyes.vision.rays_per_readout if eyes else 0,
-        vision_device_bytes=eyes.device_bytes() if eyes else 0)
+        vision_device_bytes=eyes.device_bytes() if eyes else 0, steps_in_launches=run.launched,
+        eager_steps=run.eager, split_steps=run.split_steps)

@@ -1,7 +1,6 @@
 """The main job: replay recorded fly motion in N MuJoCo Warp worlds with flycuda's ops.
 
 One simulation step is ``[motion_to_ctrl(advance=1), mjw.step, record_chunk...]``:
-
 * ``motion_to_ctrl`` samples each world's targets from the recording at the
   device-side counter s (frame ``offsets[w] + s * fps * timestep``), writes them
   into ``ctrl`` (a zero-copy view of ``Data.ctrl``) and advances the counter to
@@ -32,9 +31,10 @@ from ..recording.observables import parse, resolve
 from ..sim import streams
 from ..sim.mjwarp import Sim
 from ..sim.motion import Motion, tripod_gait
+from ..sim.worlds import NAMED_MODELS, build_worlds, own_motion, replay_defaults
 from .loop import Renders, Run, capture, progress_bar, timed_loop, warm_up_and_split
 from .results import SETTLE_SECONDS, SPLIT_STEPS, ReplayResult, make_result, tracking_rmse
-from .settings import ReplayError, ReplaySettings, check_duration, check_motion_worlds, resolve_offsets
+from .settings import ReplayError, ReplaySettings, check_duration, check_motion_worlds, check_settings, resolve_offsets
 from .storage import close_store, open_store, target_of
 from .vision_stage import VisionStage, parse_vision
 
@@ -70,6 +70,16 @@ def replay(settings: ReplaySettings | None = None, *, motion: Motion | None = No
     vision = s.vision
     t_start = time.perf_counter()
     s.check(renderer)
+    named = isinstance(model, str) and model in NAMED_MODELS  # the CLI's table: one for both
+    own = motion is None
+    if sim is None and named:  # FlyGym's fly brings its own clip: built first
+        ws = build_worlds(model, worlds, device, vision=vision is not None)
+        sim, act_ids = ws.sim, act_ids if act_ids is not None or not own else ws.act_ids
+        motion = motion if motion is not None else own_motion(ws)
+    interp_default, warmup_default = replay_defaults(model if named else None, own)
+    interp = interp if interp is not None else interp_default
+    warmup = warmup if warmup is not None else warmup_default
+    check_settings(worlds, steps_per_graph, s.record_every, render_every, renderer, mode, interp, warmup)
     motion = motion if motion is not None else tripod_gait()
     duration = check_duration(motion, duration, snippet)
     offs = resolve_offsets(motion, worlds, snippet, offsets)
@@ -87,6 +97,8 @@ def replay(settings: ReplaySettings | None = None, *, motion: Motion | None = No
                 target.attrs.setdefault("model", name)
     elif sim.nworld != worlds:
         raise ReplayError(f"sim has {sim.nworld} worlds but worlds={worlds}")
+    if named and target is not None:
+        target.attrs.setdefault("model", model)  # renderable afterwards by name
 
     run = Run.setup(sim, motion, offs, duration, mode, interp, act_ids)
     observables = resolve(sim, specs, dof_names=motion.dof_names, adrs=run.adrs, default_every=s.record_every)
@@ -123,12 +135,17 @@ def _run_loop(run, renderer, frame_writer, render_every, progress, profile, grap
     renders.first()
     bar = progress_bar(progress, run.steps, sim.nworld)
     prof_ctx = profiling.Profiler(profile, cuda=run.on_cuda) if profile else contextlib.nullcontext(None)
+    # launches of K steps: captured graphs on CUDA (unless graph=False), K plain steps on the CPU
+    launches = graph or not run.on_cuda
+    schedule = run.schedule(renders, steps_per_graph if launches else None)
     with prof_ctx as prof, streams.shared_stream(run.dev):
-        jit_seconds, split, split_wall = warm_up_and_split(run, renders, t_start)
+        jit_seconds, split, split_wall = warm_up_and_split(run, renders, t_start, schedule)
         if bar:
             bar.update(run.done)
         cuda_graph = capture(run, graph and run.on_cuda, steps_per_graph)
-        loop_wall = timed_loop(run, renders, cuda_graph, steps_per_graph, prof, bar)
+        if run.on_cuda and cuda_graph is None:
+            schedule = run.schedule(renders, None)
+        loop_wall = timed_loop(run, renders, cuda_graph, schedule, prof, bar)
         renders.last()
     if bar:
         bar.close()

@@ -26,7 +26,9 @@ class ReplaySettings:
     replay`` (the CLI builds one of these), documented here once.
 
     Attributes:
-        model: MJCF path/string, ``mujoco.MjModel``, or None for the built-in hexapod.
+        model: a name (``flycuda.sim.NAMED_MODELS``: "hexapod", "neuromechfly",
+            "neuromechfly-capsules", as the CLI's ``--model``), an MJCF path/string, a
+            ``mujoco.MjModel``, or None for the built-in hexapod.
         worlds: number of worlds (> 0).
         duration: simulated seconds; default the snippet length, else the recording's.
         snippet: seconds per world; worlds start at evenly spread frames.
@@ -35,14 +37,16 @@ class ReplaySettings:
         mode: "clamp" (hold the last frame) or "loop".
         interp: "linear" (``motion_to_ctrl``) or "cubic" (``spline_to_ctrl``: the
             not-a-knot spline FlyGym resamples recordings with, from ``motion.angles64``
-            when set).
+            when set); None: the model's (:func:`flycuda.sim.worlds.replay_defaults`:
+            cubic for NeuroMechFly's own clip, else linear).
         device: "cuda", "cpu" or None (CUDA when available).
         graph: capture the step in a CUDA graph (CUDA only; ignored on the CPU).
         steps_per_graph: K steps per graph launch.
         keep_state: start from the worlds' current state (e.g. after FlyGym's warm-up)
             instead of putting the driven joints at their first targets.
         warmup: seconds simulated before the replay with the controls held at the first
-            targets (as FlyGym's ``sim.warmup()``); not timed, not recorded.
+            targets (as FlyGym's ``sim.warmup()``); not timed, not recorded; None: the
+            model's (0.05 s for NeuroMechFly, as FlyGym settles it; else none).
         observe: what to record (:mod:`flycuda.recording.observables`), e.g. ``("angles",
             "qpos@30hz", "body_pos:c_thorax")``; "angles" (the driven joints, which the
             tracking error needs) is always recorded.
@@ -68,12 +72,12 @@ class ReplaySettings:
     snippet: float | None = None
     offsets: object = None
     mode: str = "clamp"
-    interp: str = "linear"
+    interp: str | None = None
     device: str | None = None
     graph: bool = True
     steps_per_graph: int = 1
     keep_state: bool = False
-    warmup: float = 0.0
+    warmup: float | None = None
     observe: object = ("angles",)
     record_every: int = 1
     record: object = None
@@ -99,9 +103,10 @@ class ReplaySettings:
         return dataclasses.replace(settings or cls(), **options)
 
     def check(self, renderer=None) -> None:
-        """One line naming the first bad setting (ReplayError)."""
+        """One line naming the first bad setting (ReplayError); None means the model's
+        default (resolved by :func:`flycuda.replay.replay`)."""
         check_settings(self.worlds, self.steps_per_graph, self.record_every, self.render_every, renderer, self.mode,
-                       self.interp, self.warmup)
+                       self.interp or "linear", 0.0 if self.warmup is None else self.warmup)
 
 
 def check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup) -> None:

@@ -7,9 +7,18 @@ import os
 
 from ..recording import store as zstore
 from ..recording.reader import Target
+from ..sim.worlds import is_flygym_model
 from .results import SETTLE_SECONDS, rmse_from_sums
 
-__all__ = ["target_of", "open_store", "close_store"]
+__all__ = ["target_of", "open_store", "close_store", "length_unit"]
+
+
+def length_unit(model) -> str:
+    """The unit of the model's lengths (MuJoCo has none of its own): NeuroMechFly is in mm
+    (FlyGym's), the built-in hexapod in m."""
+    if model is None or model == "hexapod":
+        return "m"
+    return "mm" if is_flygym_model(model) else "the model's"
 
 
 def target_of(record, overwrite: bool) -> Target | None:
@@ -39,12 +48,13 @@ def open_store(target: Target | None, run, mode: str, interp: str):
         arrays.insert(1, zstore.ArraySpec("targets", W, ang.rows, ang.obs.column_names, ang.obs.every, wc, ang.C))
         facts = dict(timestep=sim.timestep, worlds=W, steps=run.steps, mode=mode, interp=interp,
                      fps=run.motion.fps, settle_seconds=SETTLE_SECONDS, **target.attrs)
+        facts.setdefault("length_unit", length_unit(facts.get("model")))
         group = zstore.create(target.zarr_store(), arrays, facts, overwrite=target.overwrite)
     if target.sync is not None:
         target.sync()  # torchrun: the store exists for every rank past this point
     if group is None:
         group = zstore.open_store(target.zarr_store(), "r+")
-    writer = zstore.Writer(group)
+    writer = zstore.Writer(group, device=run.dev)
     rec.attach(writer, target.world_offset)
     return group, writer
 

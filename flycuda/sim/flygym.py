@@ -1,7 +1,6 @@
 """The FlyGym bridge: NeuroMechFly and the Spotlight recording, through FlyGym 2.x.
 
 For code that already has a FlyGym ``GPUSimulation``::
-
     from flycuda import flygym as fg
     sim = fg.wrap(gpu_sim)                      # zero-copy flycuda Sim of its mjw pair
     act_ids = fg.actuator_ids(sim, fly)         # FlyGym's actuated-DOF order

@@ -3,7 +3,6 @@ on a fresh machine with no data.
 
 Thorax (free joint) + 6 legs (LF, LM, LH, RF, RM, RH), each with 7 hinge DOFs named
 as in NeuroMechFly, ``joint_<leg><dof>`` with dof in :data:`LEG_DOFS`:
-
 =========== ============================================ =====================
 dof         motion (positive angle, both sides mirrored)  axis (left leg frame)
 =========== ============================================ =====================

@@ -43,6 +43,23 @@ def import_warp():
     return wp, mjw
 
 
+def unusable_gpu(wp=None) -> str | None:
+    """Why a GPU that Warp (the driver) sees cannot run flycuda's torch, or None. The usual
+    cause: torch built for a newer CUDA than the driver supports (torch then reports no
+    GPU at all), or a CPU build of torch. ``device="cpu"`` asks for the CPU explicitly."""
+    wp = wp if wp is not None else import_warp()[0]
+    if not wp.is_cuda_available() or torch.cuda.is_available():
+        return None
+    driver = wp.get_cuda_driver_version()  # e.g. 12080 for CUDA 12.8
+    drv = f"{driver // 1000}.{driver % 1000 // 10}" if driver else "unknown"
+    if torch.version.cuda is None:
+        return (f"Warp sees a GPU (driver for CUDA {drv}) but torch {torch.__version__} is a CPU build: install a "
+                f"CUDA build of torch for CUDA <= {drv}, or pass device='cpu' (--device cpu) to run on the CPU")
+    return (f"Warp sees a GPU but torch {torch.__version__} cannot use it: torch is built for CUDA {torch.version.cuda} "
+            f"and the NVIDIA driver supports CUDA {drv}; update the driver (for CUDA >= {torch.version.cuda}) or "
+            f"install a torch built for CUDA <= {drv}, or pass device='cpu' (--device cpu) to run on the CPU")
+
+
 def warp_device_for(device: str | torch.device | None) -> str:
     """Warp's device name for a torch-style device ("cpu", "cuda", "cuda:1"). A
     "cuda" without an index is torch's current CUDA device (``torch.cuda.current_device()``,
@@ -51,6 +68,9 @@ def warp_device_for(device: str | torch.device | None) -> str:
     with FLYCUDA_FORCE_CPU=1), else the CPU."""
     wp, _ = import_warp()
     if device is None:
+        why = unusable_gpu(wp)
+        if why:
+            raise BridgeError(why)
         if wp.is_cuda_available() and torch.cuda.is_available() and _ext.has_cuda_ops():  # looked up on use (tests stand it in)
             return f"cuda:{torch.cuda.current_device()}"
         return "cpu"

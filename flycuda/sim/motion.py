@@ -137,7 +137,6 @@ def tripod_gait(duration: float = 2.0, fps: float = DEFAULT_FPS, step_freq: floa
 
     Legs LF, RM, LH form tripod A (phase 0), RF, LM, RH tripod B (phase pi).
     With the leg phase ``phi = 2 pi step_freq t + phase``::
-
         swing = sin(phi)                    # -1 .. 1: back .. front
         lift  = max(0, cos(phi))            # > 0 while the leg swings forward
         angle[dof] = bias + mean[dof] + amp[dof] * swing + lift_amp[dof] * lift

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from . import flygym as fg
 from .mjwarp import Sim
+from .motion import Motion, tripod_gait
 
-__all__ = ["NAMED_MODELS", "NAMED_MOTIONS", "THORAX", "Worlds", "build_worlds", "is_flygym_model"]
+__all__ = ["NAMED_MODELS", "NAMED_MOTIONS", "THORAX", "Worlds", "build_worlds", "is_flygym_model", "own_motion",
+           "replay_defaults"]
 
 NAMED_MODELS = ("hexapod", "neuromechfly", "neuromechfly-capsules")
 NAMED_MOTIONS = ("tripod", "spotlight")
@@ -40,3 +42,18 @@ def build_worlds(model: str | None, n: int, device: str | None = None, vision: b
         setup = fg.Setup(model, n, device=device, vision=vision)
         return Worlds(setup.sim, setup.camera, setup.act_ids, setup.fly)
     return Worlds(Sim.build(None if model == "hexapod" else model, n, device=device), "track")
+
+
+def own_motion(worlds: Worlds) -> Motion:
+    """The model's own recording: FlyGym's Spotlight clip for NeuroMechFly (its
+    preprocessing, its DOF order), the tripod gait for the hexapod."""
+    return fg.spotlight(worlds.fly) if worlds.fly is not None else tripod_gait()
+
+
+def replay_defaults(model: str | None, own: bool) -> tuple[str, float]:
+    """(interp, warmup seconds) a replay of ``model`` uses unless told otherwise, from the
+    CLI and from :func:`flycuda.replay.replay` alike: for NeuroMechFly FlyGym's cubic
+    resampling of its own clip (linear for a recording of one's own) and FlyGym's 0.05 s
+    of settling; linear and no warm-up otherwise."""
+    nmf = is_flygym_model(model)
+    return ("cubic" if nmf and own else "linear"), (0.05 if nmf else 0.0)

@@ -6,7 +6,6 @@ then its Retina corrects the fisheye and pools the pixels into 721 ommatidia per
 float32 [2, 721, 2] (column 0 yellow-type readouts, column 1 pale), one fly at a time
 on the CPU. :class:`Vision` does the same for every world of a :class:`flycuda.sim.Sim`
 with two device launches and no host round trip (capturable in a CUDA graph):
-
 1. ``render_tiles`` with a pixel list: both eye cameras of each world, at only the
    raw pixels the retina reads (exact mode: 77,040 of 230,400 per eye) or k per
    ommatidium spread over its footprint (fast mode: 721 k);

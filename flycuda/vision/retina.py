@@ -11,7 +11,6 @@ the id map, out-of-bounds ones included) into ``vals[o, t]``; the readout is
 
 :class:`RetinaMap` holds that geometry (id map, pale mask, fisheye lookup) and makes
 :class:`PoolingMap` s, the CSR form the op takes:
-
 * :meth:`RetinaMap.exact`: every read, in FlyGym's order, over the P distinct raw
   pixels the retina reads (77,040 of 230,400 per eye for FlyGym's retina): a
   renderer traces only those, and the op reproduces FlyGym's readout bit for bit;
