@@ -184,3 +184,28 @@ def test_the_checks_catch_what_they_check(tmp_path):
     assert cycles(es) == [["flycuda.sim.b", "flycuda.sim.c"]]
     assert any("_hidden from flycuda.sim.b" in v and v.startswith("flycuda.replay.run") for v in
                private_imports(es, mods))
+
+
+def test_the_public_surface_is_small_and_lazy():
+    """``import flycuda`` loads the ops (and their errors), never Warp or the stages; the
+    main classes come on first use; every flycuda error is a FlycudaError."""
+    import subprocess
+    import sys
+
+    code = ("import sys, flycuda; print(sorted(m for m in ('warp', 'mujoco_warp', 'flycuda.sim', 'flycuda.replay', "
+            "'flycuda.render', 'flycuda.vision', 'flycuda.recording', 'zarr') if m in sys.modules)); "
+            "from flycuda import Sim, Motion, Recording, TileRenderer, Vision, RetinaMap; print(Sim.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "flycuda.sim.mjwarp"
+
+    import flycuda
+    from flycuda import errors
+
+    classes = [getattr(errors, n) for n in errors.__all__]
+    assert all(issubclass(c, flycuda.FlycudaError) for c in classes) and issubclass(flycuda.FlycudaError, ValueError)
+    defined = set()
+    for path in modules(PACKAGE).values():
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                defined.add((os.path.relpath(path, ROOT), node.name))
+    assert {p for p, _ in defined} == {"flycuda/errors.py"}, defined  # every error class is in errors.py

@@ -1,4 +1,4 @@
-"""The ``flycuda`` command line: ``flycuda replay ...``, ``flycuda render STORE`` and ``flycuda gpu-check`` (also
+"""The ``flycuda`` command line: ``flycuda replay ...``, ``flycuda render STORE``, ``flycuda doctor`` and ``flycuda gpu-check`` (also
 ``python -m flycuda``).
 
 Errors in what the user gave (missing files, unmatched DOF names, bad numbers)
@@ -13,7 +13,7 @@ import re
 import sys
 
 from ..errors import FlycudaError
-from . import gpucheck
+from . import doctor, gpucheck
 from .render import run_render
 from .replay import run_replay
 
@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--speed", type=_positive_float, default=1.0, help="playback speed (1: real time)")
     v.add_argument("--device", choices=["cuda", "cpu"], default=None)
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sub.add_parser("doctor", help="can flycuda run on this machine's GPU (torch, driver, toolkit, archs), and what "
+                                  "to do when not", description="Judges torch and its CUDA, the driver, the GPUs, the "
+                                  "CUDA toolkit and the archs in flycuda's extension; exits 1 when a GPU is there that "
+                                  "flycuda cannot use.")
     c = sub.add_parser("gpu-check", help="self-check on an NVIDIA GPU: CUDA tests, compute-sanitizer, a "
                                          "graph-captured replay, small benchmarks; writes a report",
                        description="Runs flycuda's GPU self-check (see flycuda/cli/gpucheck.py). Without a GPU it "
@@ -202,6 +206,8 @@ def main(argv=None) -> int:
             return run_render(args)
         if args.command == "gpu-check":
             return gpucheck.main(args.out, args.results)
+        if args.command == "doctor":
+            return doctor.main()
     except FlycudaError as e:
         line = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"flycuda: error: {in_options(line) if args.command == 'replay' else line}", file=sys.stderr)

@@ -94,13 +94,14 @@ class Tracker:
     """Per-DOF tracking error on the device: the sum over worlds and samples after
     ``settle_row`` of (angle - target)^2 in float64, and the count of samples.
 
-    ``targets(out, counter, advance)`` is the replay's targets op writing [W, D];
-    it is called at the counter values of the chunk's samples (advance ``every``)."""
+    ``targets(out, first, every)`` writes the targets at steps ``first``, ``first + every``,
+    ... into ``out`` [W, C, D] (C rows: one chunk), bit for bit what the replay's targets op
+    wrote at those counter values (:meth:`flycuda.replay.loop.Run.write_target_rows`: one
+    launch per chunk)."""
 
     def __init__(self, targets, worlds: int, dofs: int, rows_chunk: int, every: int, settle_row: int,
                  device: torch.device):
         self.targets, self.every, self.settle_row = targets, every, settle_row
-        self.counter = ops.new_step_counter(device)
         self.buf = torch.full((worlds, rows_chunk, dofs), math.nan, device=device)  # one chunk of targets
         self.diff = torch.empty(worlds, rows_chunk, dofs, dtype=torch.float64, device=device)  # no temporaries
         self.sq = torch.zeros(dofs, dtype=torch.float64, device=device)
@@ -109,9 +110,7 @@ class Tracker:
     def chunk(self, angles: torch.Tensor, k0: int, n: int) -> None:
         """Targets of samples k0 .. k0+n-1 into ``self.buf[:, :n]`` and their error
         against ``angles`` ([W, >= n, D]) into the sums."""
-        self.counter[:1].fill_(k0 * self.every)
-        for j in range(n):
-            self.targets(self.buf[:, j], self.counter, self.every)
+        self.targets(self.buf, k0 * self.every, self.every)
         lo = min(max(self.settle_row - k0, 0), n)
         if lo < n:
             diff = self.diff[:, :n - lo]
@@ -299,7 +298,7 @@ class Recorder:
         n = sum(st.ring.numel() * 4 for st in self.streams)
         if self.tracker is not None:
             t = self.tracker
-            n += t.buf.numel() * 4 + t.diff.numel() * 8 + t.sq.numel() * 8 + t.counter.untyped_storage().nbytes()
+            n += t.buf.numel() * 4 + t.diff.numel() * 8 + t.sq.numel() * 8 + getattr(t.targets, "device_bytes", 0)
         return n
 
     def host_bytes(self) -> int:

@@ -23,7 +23,7 @@ from .results import SETTLE_SECONDS, SPLIT_STEPS
 from .schedule import Schedule
 from .settings import ReplayError
 
-__all__ = ["Run", "Renders", "sync", "progress_bar", "warm_up_and_split", "capture", "timed_loop", "Schedule"]
+__all__ = ["Run", "Renders", "sync", "progress_bar", "warm_up_and_split", "capture", "timed_loop", "Schedule", "TargetRows"]
 
 
 def sync(sim: Sim) -> None:
@@ -92,20 +92,21 @@ class Run:
         every = self.recorder.stream("angles").obs.every
         settle_row = math.ceil(SETTLE_SECONDS / (self.sim.timestep * every))
         settle_row = min(settle_row, self.recorder.stream("angles").rows - 1)
-        dofs = torch.arange(len(self.motion.dof_names), dtype=torch.int32, device=self.dev)
-        tracker = self.recorder.add_tracker(
-            lambda out, counter, advance: self.write_targets(out, advance, counter, dofs), settle_row)
-        tracker.targets(tracker.buf[:, 0], tracker.counter, 0)  # checks dofs now, not on the side stream later
+        C = self.recorder.stream("angles").C
+        tracker = self.recorder.add_tracker(TargetRows(self, C), settle_row)
+        tracker.targets(tracker.buf, 0, every)  # checks the ids now, not on the side stream later
         if self.vision is not None:
             self.vision.attach(self.recorder)
 
     def write_targets(self, ctrl: torch.Tensor, advance: int, counter: torch.Tensor | None = None,
-                      act_ids: torch.Tensor | None = None) -> None:
+                      act_ids: torch.Tensor | None = None, offsets: torch.Tensor | None = None) -> None:
         """The targets op (motion_to_ctrl or spline_to_ctrl) into ``ctrl`` at ``counter``
-        (default the run's) and columns ``act_ids`` (default the driven actuators)."""
+        (default the run's), columns ``act_ids`` (default the driven actuators) and start
+        frames ``offsets`` (default each world's)."""
         op = ops.spline_to_ctrl if self.interp == "cubic" else ops.motion_to_ctrl
         op(self.buf, self.step if counter is None else counter, ctrl, self.act_ids if act_ids is None else act_ids,
-           offsets=self.offs_dev, frames_per_step=self.fps_step, mode=self.mode, advance=advance)
+           offsets=self.offs_dev if offsets is None else offsets, frames_per_step=self.fps_step, mode=self.mode,
+           advance=advance)
 
     def initial_state(self, keep_state: bool = False, warmup_steps: int = 0) -> None:
         """Every joint starts at its first target (or, with ``keep_state``, where it
@@ -183,6 +184,40 @@ class Run:
         if self.vision is not None:
             self.vision.sample(self.done)
         self.recorder.flush_ready(self.done)
+
+
+class TargetRows:
+    """The targets of one chunk's rows in one launch of the targets op (the tracker's
+    ``targets``): W x C virtual worlds, row r of world w starting at the frame position
+    ``offsets[w] + (first + r every) * frames_per_step``, computed here in float64 as the
+    op computes it (one multiply, one add, each rounded once), and read at a counter of 0
+    (the op then adds 0.0): bit for bit the op at each row's step. A per-world motion
+    buffer ([W, T, D] with W > 1) cannot serve W x C virtual worlds: it goes row by row."""
+
+    def __init__(self, run: Run, C: int):
+        dev, W, D = run.dev, run.sim.nworld, len(run.motion.dof_names)
+        self.run = run
+        self.dofs = torch.arange(D, dtype=torch.int32, device=dev)
+        self.rows = torch.arange(C, dtype=torch.float64, device=dev)
+        self.steps = torch.empty(C, dtype=torch.float64, device=dev)
+        self.offsets = torch.empty(W, C, dtype=torch.float64, device=dev)
+        self.zero = torch.zeros(1, dtype=torch.int64, device=dev)  # a plain counter at 0, never advanced
+        self.counter = ops.new_step_counter(dev)                   # the row-by-row path's
+        self.device_bytes = 8 * (self.rows.numel() + self.steps.numel() + self.offsets.numel() + 1) + 4 * D + 20
+
+    def __call__(self, out: torch.Tensor, first: int, every: int) -> None:
+        """Targets at steps first, first + every, ... into ``out`` [W, C, D] (contiguous)."""
+        run, (W, C, D) = self.run, out.shape
+        if run.buf.shape[0] != 1:
+            self.counter[:1].fill_(first)
+            for r in range(C):
+                run.write_targets(out[:, r], every, self.counter, self.dofs)
+            return
+        torch.mul(self.rows, float(every), out=self.steps)
+        self.steps.add_(float(first))   # each row's step: exact integers in float64
+        self.steps.mul_(run.fps_step)    # step * frames_per_step, rounded as the op rounds it
+        torch.add(run.offs_dev[:, None], self.steps[None, :], out=self.offsets)  # offset + it, likewise
+        run.write_targets(out.view(W * C, D), 0, self.zero, self.dofs, offsets=self.offsets.view(W * C))
 
 
 class Renders:

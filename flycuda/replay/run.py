@@ -34,7 +34,7 @@ from ..sim.motion import Motion, tripod_gait
 from ..sim.worlds import NAMED_MODELS, build_worlds, own_motion, replay_defaults
 from .loop import Renders, Run, capture, progress_bar, timed_loop, warm_up_and_split
 from .results import SETTLE_SECONDS, SPLIT_STEPS, ReplayResult, make_result, tracking_rmse
-from .settings import ReplayError, ReplaySettings, check_duration, check_motion_worlds, check_settings, resolve_offsets
+from .settings import ReplayError, ReplaySettings, check_duration, check_motion_worlds, resolve_offsets
 from .storage import close_store, open_store, target_of
 from .vision_stage import VisionStage, parse_vision
 
@@ -69,7 +69,7 @@ def replay(settings: ReplaySettings | None = None, *, motion: Motion | None = No
     render_every, profile, progress, keep_state, warmup = s.render_every, s.profile, s.progress, s.keep_state, s.warmup
     vision = s.vision
     t_start = time.perf_counter()
-    s.check(renderer)
+    s.check(renderer)  # every setting, before anything is built
     named = isinstance(model, str) and model in NAMED_MODELS  # the CLI's table: one for both
     own = motion is None
     if sim is None and named:  # FlyGym's fly brings its own clip: built first
@@ -79,14 +79,12 @@ def replay(settings: ReplaySettings | None = None, *, motion: Motion | None = No
     interp_default, warmup_default = replay_defaults(model if named else None, own)
     interp = interp if interp is not None else interp_default
     warmup = warmup if warmup is not None else warmup_default
-    check_settings(worlds, steps_per_graph, s.record_every, render_every, renderer, mode, interp, warmup)
     motion = motion if motion is not None else tripod_gait()
     duration = check_duration(motion, duration, snippet)
     offs = resolve_offsets(motion, worlds, snippet, offsets)
     check_motion_worlds(motion, worlds)
     specs = _observe_specs(s.observe)
     if vision is not None:  # a bad spec fails before anything is built
-
         vision = parse_vision(vision)
     target = target_of(s.record, s.overwrite)
     if sim is None:
