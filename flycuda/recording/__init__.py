@@ -6,13 +6,15 @@ store, and reading a recording back.
   filled by ``record_chunk`` inside the step and streamed out between launches;
 * :mod:`.store`: the zarr v3 store and its writer thread;
 * :mod:`.reader`: :class:`Recording` (reads a store lazily) and :class:`Target`
-  (where a replay's recording goes).
+  (where a replay's recording goes);
+* :mod:`.loop`: :class:`LoopRecorder`, the same for a loop of one's own (a controller, a CPG).
 """
 
 from ..errors import ObservableError, RecordingError, StoreError
+from .loop import LoopRecorder
 from .observables import Observable, parse, resolve
 from .reader import Recording, Target, parse_worlds
 from .recorder import Recorder
 
-__all__ = ["Recording", "Target", "Recorder", "Observable", "parse", "resolve", "parse_worlds", "RecordingError",
+__all__ = ["Recording", "Target", "Recorder", "LoopRecorder", "Observable", "parse", "resolve", "parse_worlds", "RecordingError",
            "ObservableError", "StoreError"]

@@ -49,9 +49,7 @@ class Target:
 
     def zarr_store(self):
         if isinstance(self.store, str) and self.store == "memory":
-            import zarr  # noqa: PLC0415  (lazy: only stores need zarr)
-
-            return zarr.storage.MemoryStore()
+            return zstore.memory_store()
         return self.store
 
 

@@ -30,6 +30,7 @@ import torch
 
 from .. import ops
 from ..errors import RecordingError
+from . import store as zstore
 from .observables import Observable
 
 __all__ = ["Recorder", "Tracker", "rows_per_chunk", "CHUNK_BYTES", "RING"]
@@ -206,13 +207,20 @@ class Recorder:
         (:func:`slot_room`)."""
         return min((slot_room(st.flushed, st.C, st.obs.every) for st in self.streams), default=self.steps)
 
+    def capturing(self) -> bool:
+        """Is the current stream on this recorder's device being captured into a CUDA graph?"""
+        if not self.on_cuda:
+            return False
+        with torch.cuda.device(self.device):
+            return torch.cuda.is_current_stream_capturing()
+
     def ensure_slots(self, first: int, last: int) -> None:
         """Before steps ``first`` .. ``last`` run (a launch, an eager step, a sample): the
         simulation stream waits, on the device, for the copy out of every ring slot those
         steps will write whose previous chunk was copied out. Required before every launch:
         :meth:`flush_ready` alone does not order a slot's reuse after its copy. Never inside
         a capture (the wait belongs to the launch, not to the graph)."""
-        if self.on_cuda and torch.cuda.is_current_stream_capturing():
+        if self.capturing():
             raise RuntimeError("flycuda recorder: ensure_slots inside a CUDA graph capture; call it before the launch")
         for st in self.streams:
             if last < 0 or first > last:
@@ -237,11 +245,22 @@ class Recorder:
                 self._flush(st, st.flushed)
                 st.flushed += 1
 
-    def finish(self) -> None:
-        """Queues the last (partial) chunks; later work on the simulation stream is
-        ordered after every copy out."""
-        self.flush_ready(self.steps)
+    def finish(self, done: int | None = None) -> None:
+        """Queues the last (partial) chunks, of a run of ``done`` steps (default all:
+        one that stopped early keeps the samples it recorded); later work on the
+        simulation stream is ordered after every copy out."""
+        done = self.steps if done is None else done
+        for st in self.streams:
+            st.rows = min(st.rows, done // st.obs.every + 1)  # no chunk past the last sample taken
+        self.flush_ready(done)
         self.abort()
+
+    def array_specs(self, worlds: int, world_chunk: int | None = None) -> list:
+        """The store's arrays for these streams (:class:`flycuda.recording.store.ArraySpec`):
+        ``worlds`` in all (torchrun: every rank's), chunked by ``world_chunk`` worlds."""
+        wc = world_chunk or worlds
+        return [zstore.ArraySpec(st.obs.name, worlds, st.rows, st.obs.column_names, st.obs.every, wc, st.C,
+                                 st.obs.spec, st.obs.attrs) for st in self.streams]
 
     def abort(self) -> None:
         """Later work on the simulation stream (and the memory freed with this

@@ -37,7 +37,7 @@ import torch
 
 from ..errors import StoreError
 
-__all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays",
+__all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
            "consolidate"]
 
 FORMAT = "flycuda.recording/1"
@@ -72,6 +72,11 @@ def _zarr():
     except ImportError:  # pragma: no cover - a pinned dependency
         raise StoreError("zarr is not installed; pip install zarr (flycuda's recordings are zarr v3 stores)") from None
     return zarr
+
+
+def memory_store():
+    """An in-memory zarr store (small runs: ``record="memory"``)."""
+    return _zarr().storage.MemoryStore()
 
 
 def _is_path(target) -> bool:

@@ -42,8 +42,7 @@ def open_store(target: Target | None, run, mode: str, interp: str):
     if group is None and target.create:
         W = target.worlds_total or sim.nworld
         wc = target.world_chunk or W
-        arrays = [zstore.ArraySpec(st.obs.name, W, st.rows, st.obs.column_names, st.obs.every, wc, st.C,
-                                   st.obs.spec, st.obs.attrs) for st in rec.streams]
+        arrays = rec.array_specs(W, wc)
         ang = rec.stream("angles")
         arrays.insert(1, zstore.ArraySpec("targets", W, ang.rows, ang.obs.column_names, ang.obs.every, wc, ang.C))
         facts = dict(timestep=sim.timestep, worlds=W, steps=run.steps, mode=mode, interp=interp,

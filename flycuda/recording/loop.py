@@ -1,0 +1,144 @@
+"""Recording a loop of one's own (a controller, a CPG with feedback on the joint angles) the way
+a replay records: every observable into its device ring at a device step counter, streamed
+chunk by chunk into a store that ``flycuda render``, the plots, zarr and xarray read.
+
+    rec = LoopRecorder(sim, ["qpos@30hz", "ctrl"], "loop.zarr", steps=n, model="hexapod")
+    for _ in range(n):
+        sim.view("ctrl")[:] = my_policy(sim.view("qpos"))   # your loop writes the controls
+        sim.step()
+        rec.step()                                          # the state reached, at the device counter
+    rec.close()                                             # the store is complete (or: with LoopRecorder(...))
+
+Inside a CUDA graph capture ``rec.step()`` does only its device part (advance the counter,
+record: capturable); around each launch of K captured steps call ``rec.before_launch(K)`` and
+``rec.after_launch(K)`` (the ring slots' waits and the chunks' copies out happen there).
+Memory: the rings (2 chunks of about 16 MiB per observable) whatever ``steps`` is.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import ops
+from ..errors import RecordingError
+from . import store as zstore
+from .observables import parse, resolve
+from .reader import Recording
+from .recorder import CHUNK_BYTES, Recorder
+
+__all__ = ["LoopRecorder"]
+
+
+class LoopRecorder:
+    """Records ``observe`` of ``sim``'s worlds over ``steps`` steps of a loop of one's own.
+
+    Args:
+        sim: the worlds (:class:`flycuda.sim.Sim`).
+        observe: observables (:mod:`flycuda.recording.observables`), e.g. ``["qpos@30hz",
+            "body_pos:Thorax", "ctrl"]``; ``angles`` is a replay's (the driven joints), not here.
+        store: where the recording goes: a path (``out.zarr``), ``"memory"``, or None (the
+            rings only: nothing is kept).
+        steps: the steps the loop runs (the store's arrays hold steps + 1 samples at most:
+            sample 0 is the state when recording starts).
+        model: the model's name or MJCF path, so that ``flycuda render`` can re-pose the
+            worlds (e.g. "hexapod", "neuromechfly"); None: the store cannot be rendered.
+        overwrite: replace an existing store. chunk_bytes: about this many bytes per chunk.
+    """
+
+    def __init__(self, sim, observe, store=None, *, steps: int, model: str | None = None, overwrite: bool = False,
+                 chunk_bytes: int = CHUNK_BYTES):
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise RecordingError(f"steps must be a positive integer (the loop's length), got {steps!r}")
+        specs = [parse(o) if isinstance(o, str) else o for o in ([observe] if isinstance(observe, str) else observe)]
+        if not specs:
+            raise RecordingError("observe must name at least one observable, e.g. ['qpos@30hz']")
+        if isinstance(store, (str, os.PathLike)) and store != "memory":
+            zstore.check_path(os.fspath(store), overwrite)  # before anything is allocated
+        self.sim, self.steps, self.done = sim, steps, 0
+        self.counter = ops.new_step_counter(sim.device)
+        self.recorder = Recorder(resolve(sim, specs), steps, sim.device, store=store is not None,
+                                 chunk_bytes=chunk_bytes)
+        self.group = self.writer = None
+        if store is not None:
+            target = zstore.memory_store() if store == "memory" else store
+            facts = dict(timestep=sim.timestep, worlds=sim.nworld, steps=steps, source="flycuda.recording.LoopRecorder",
+                         **({"model": model} if model is not None else {}))
+            self.group = zstore.create(target, self.recorder.array_specs(sim.nworld), facts, overwrite=overwrite)
+            self.writer = zstore.Writer(self.group, device=sim.device)
+            self.recorder.attach(self.writer)
+        self.closed = False
+        self.recorder.record(self.counter)  # sample 0: the state now
+        self.recorder.flush_ready(0)
+
+    # -- per step ------------------------------------------------------------------------
+    def record_step(self) -> None:
+        """The device part of one step (capturable): the counter advanced, then every
+        observable due at it recorded from the worlds' current state."""
+        ops.advance_step(self.counter, 1)
+        self.recorder.record(self.counter)
+
+    def step(self) -> None:
+        """After each step of the loop: the state it reached, recorded. Eager: also the
+        ring slot's wait before and the finished chunks' copies out after; inside a CUDA
+        graph capture only :meth:`record_step` (then use :meth:`before_launch` and
+        :meth:`after_launch` around each launch)."""
+        if self.recorder.capturing():
+            self.record_step()
+            return
+        self.before_launch(1)
+        self.record_step()
+        self.after_launch(1)
+
+    def before_launch(self, n: int) -> None:
+        """Before a launch of ``n`` captured steps (or one eager step): the ring slots they
+        write are free (a wait on the device, never a host sync)."""
+        self._check_open()
+        if self.done + n > self.steps:
+            raise RecordingError(f"the loop was recorded for steps={self.steps}; {self.done + n} steps would pass it")
+        if self.done + n > self.recorder.safe_until():
+            raise RecordingError(f"a launch of {n} steps is longer than the rings hold between copies out "
+                                 f"({self.recorder.safe_until() - self.done} steps now): launch fewer steps at a time")
+        self.recorder.ensure_slots(self.done + 1, self.done + n)
+
+    def after_launch(self, n: int) -> None:
+        """After a launch of ``n`` steps: counts them, queues out the chunks they finished."""
+        self.done += n
+        self.recorder.flush_ready(self.done)
+
+    # -- the end ---------------------------------------------------------------------------
+    def close(self) -> Recording | None:
+        """Queues out the last chunks, waits for the writer, marks the store complete
+        (with the samples written so far: a loop that stopped early keeps what it ran);
+        returns the :class:`Recording` (None without a store)."""
+        if self.closed:
+            return Recording(self.group) if self.group is not None else None
+        self.closed = True
+        self.recorder.finish(self.done)
+        if self.writer is None:
+            return None
+        self.writer.close()
+        zstore.mark(self.group, complete=True, status="complete", rows_written=self.writer.rows, steps_run=self.done)
+        return Recording(self.group)
+
+    def abort(self, why: str) -> None:
+        """Stops after an error: the store is marked incomplete, its finished chunks readable."""
+        if self.closed:
+            return
+        self.closed = True
+        self.recorder.abort()
+        if self.writer is not None:
+            self.writer.close(raise_error=False)
+            zstore.mark(self.group, complete=False, status=f"incomplete: {why}"[:500], rows_written=self.writer.rows)
+
+    def __enter__(self) -> LoopRecorder:
+        return self
+
+    def __exit__(self, kind, err, tb) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort(f"{kind.__name__}: {err}")
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RecordingError("this LoopRecorder is closed")
