@@ -25,6 +25,11 @@ NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false", "-prec-div=true", "-prec-sqrt=
               "-Xcompiler", "-ffp-contract=off"]
 
 
+def cuda_version(v: int) -> str:
+    """"12.8" of CUDA's integer version 12080 (cudaRuntimeGetVersion, cuDriverGetVersion, Warp's)."""
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
 def openmp_flags() -> list[str]:
     """-fopenmp where GCC/Clang support it: torch's at::parallel_for is an inline
     OpenMP region, so without it the CPU kernels run on one thread."""

@@ -39,6 +39,16 @@ def has_cuda_ops() -> bool:
                for op in OPS)
 
 
+def capturing(device: torch.device | str) -> bool:
+    """Is torch's current stream on ``device`` being captured into a CUDA graph?
+    (Always False on the CPU.)"""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return False
+    with torch.cuda.device(dev):
+        return torch.cuda.is_current_stream_capturing()
+
+
 def cuda_ready() -> bool:
     """True when the CUDA kernels are built and a CUDA GPU is visible."""
     return has_cuda_ops() and torch.cuda.is_available()

@@ -20,9 +20,7 @@ __all__ = ["facts", "diagnose", "arch_coverage", "main"]
 
 
 def _version_tuple(v) -> tuple[int, int] | None:
-    """(major, minor) of "12.8", "12.8 (libcudart.so)" or 12080; None when unknown."""
-    if isinstance(v, int):
-        return (v // 1000, v % 1000 // 10) if v > 0 else None
+    """(major, minor) of "12.8" or "12.8 (libcudart.so)"; None when unknown."""
     try:
         major, minor = str(v).split()[0].split(".")[:2]
         return int(major), int(minor)

@@ -45,7 +45,7 @@ import torch
 
 import flycuda
 
-from .._buildcfg import find_cuda_home
+from .._buildcfg import cuda_version, find_cuda_home
 
 HERE = os.path.dirname(os.path.abspath(__file__))   # flycuda/cli
 ROOT = os.path.dirname(os.path.dirname(HERE))       # the checkout (when run from one)
@@ -116,10 +116,6 @@ def environment() -> dict:
     return env
 
 
-def _version(v: int) -> str:
-    return f"{v // 1000}.{(v % 1000) // 10}"
-
-
 def _loaded_library(stem: str) -> str | None:
     """Path of a shared library this process has loaded whose name starts with
     ``stem`` (e.g. the libcudart torch loaded), from /proc/self/maps."""
@@ -149,7 +145,7 @@ def cuda_runtime_version(lib: str | None = None) -> str:
             continue
         v = ctypes.c_int(0)
         if rt.cudaRuntimeGetVersion(ctypes.byref(v)) == 0 and v.value > 0:
-            return f"{_version(v.value)} ({os.path.basename(cand)})"
+            return f"{cuda_version(v.value)} ({os.path.basename(cand)})"
     return "unknown (no libcudart could be loaded)"
 
 
@@ -161,7 +157,7 @@ def cuda_driver_version(lib: str = "libcuda.so.1") -> str:
         return f"unknown ({lib} not loadable: no NVIDIA driver)"
     v = ctypes.c_int(0)
     err = drv.cuDriverGetVersion(ctypes.byref(v))
-    return _version(v.value) if err == 0 else f"unknown (cuDriverGetVersion error {err})"
+    return cuda_version(v.value) if err == 0 else f"unknown (cuDriverGetVersion error {err})"
 
 
 def _nvidia_smi(field: str) -> str:

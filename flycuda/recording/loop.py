@@ -116,8 +116,7 @@ class LoopRecorder:
         self.recorder.finish(self.done)
         if self.writer is None:
             return None
-        self.writer.close()
-        zstore.mark(self.group, complete=True, status="complete", rows_written=self.writer.rows, steps_run=self.done)
+        zstore.close(self.group, self.writer, ok=True, steps_run=self.done)
         return Recording(self.group)
 
     def abort(self, why: str) -> None:
@@ -127,8 +126,7 @@ class LoopRecorder:
         self.closed = True
         self.recorder.abort()
         if self.writer is not None:
-            self.writer.close(raise_error=False)
-            zstore.mark(self.group, complete=False, status=f"incomplete: {why}"[:500], rows_written=self.writer.rows)
+            zstore.close(self.group, self.writer, ok=False, why=why)
 
     def __enter__(self) -> LoopRecorder:
         return self

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import ops
+from .. import _ext, ops
 from ..errors import RecordingError
 from . import store as zstore
 from .observables import Observable
@@ -209,10 +209,7 @@ class Recorder:
 
     def capturing(self) -> bool:
         """Is the current stream on this recorder's device being captured into a CUDA graph?"""
-        if not self.on_cuda:
-            return False
-        with torch.cuda.device(self.device):
-            return torch.cuda.is_current_stream_capturing()
+        return _ext.capturing(self.device)
 
     def ensure_slots(self, first: int, last: int) -> None:
         """Before steps ``first`` .. ``last`` run (a launch, an eager step, a sample): the

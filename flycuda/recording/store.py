@@ -37,7 +37,7 @@ import torch
 
 from ..errors import StoreError
 
-__all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
+__all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "close", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
            "consolidate"]
 
 FORMAT = "flycuda.recording/1"
@@ -182,6 +182,19 @@ def open_store(target, mode: str = "r"):
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise StoreError(f"{target} is a zarr store but not a flycuda recording (attrs['flycuda'] missing)")
     return group
+
+
+def close(group, writer: Writer, *, ok: bool, why: str = "", mark_complete: bool = True, **facts) -> None:
+    """Drains ``writer`` and marks its store: complete (with ``facts``) when ``ok`` (unless
+    ``mark_complete`` is False: a torchrun rank leaves that to rank 0), else incomplete with
+    ``why``; the chunks written stay readable either way."""
+    if ok:
+        writer.close()
+        if mark_complete:
+            mark(group, complete=True, status="complete", rows_written=writer.rows, **facts)
+        return
+    writer.close(raise_error=False)
+    mark(group, complete=False, status=f"incomplete: {why}"[:500], rows_written=writer.rows)
 
 
 def mark(group, *, complete: bool, status: str, rows_written: dict | None = None, **extra) -> None:

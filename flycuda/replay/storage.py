@@ -61,13 +61,6 @@ def open_store(target: Target | None, run, mode: str, interp: str):
 def close_store(group, writer, target, ok: bool, why: str = "", rmse=None, count: int = 0) -> None:
     """Drains the writer and marks the store: complete (with the tracking RMSE per DOF),
     or incomplete with the reason."""
-    if writer is None:
-        return
-    if ok:
-        writer.close()
-        if target.finalize:
-            zstore.mark(group, complete=True, status="complete", rows_written=writer.rows,
-                        rmse_per_dof=rmse_from_sums(rmse.cpu(), count).tolist())
-        return
-    writer.close(raise_error=False)
-    zstore.mark(group, complete=False, status=f"incomplete: {why}"[:500], rows_written=writer.rows)
+    if writer is not None:
+        zstore.close(group, writer, ok=ok, why=why, mark_complete=target.finalize,
+                     **({"rmse_per_dof": rmse_from_sums(rmse.cpu(), count).tolist()} if ok else {}))

@@ -17,6 +17,7 @@ import mujoco
 import torch
 
 from .. import _ext
+from .._buildcfg import cuda_version
 from ..errors import BridgeError
 from .hexapod import fly_model
 
@@ -51,7 +52,7 @@ def unusable_gpu(wp=None) -> str | None:
     if not wp.is_cuda_available() or torch.cuda.is_available():
         return None
     driver = wp.get_cuda_driver_version()  # e.g. 12080 for CUDA 12.8
-    drv = f"{driver // 1000}.{driver % 1000 // 10}" if driver else "unknown"
+    drv = cuda_version(driver) if driver else "unknown"
     if torch.version.cuda is None:
         return (f"Warp sees a GPU (driver for CUDA {drv}) but torch {torch.__version__} is a CPU build: install a "
                 f"CUDA build of torch for CUDA <= {drv}, or pass device='cpu' (--device cpu) to run on the CPU")

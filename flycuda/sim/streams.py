@@ -26,6 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from .._ext import capturing  # the check lives below sim and recording, which both need it
 from ..errors import CaptureAllocationError, CaptureError
 
 __all__ = ["shared_stream", "capture_graph", "launch_graph", "capturing", "allocation_guard",
@@ -57,16 +58,6 @@ def shared_stream(device: torch.device | str) -> Iterator[torch.cuda.Stream | No
             yield stream
     finally:
         outer.wait_stream(stream)
-
-
-def capturing(device: torch.device | str) -> bool:
-    """Is torch's current stream on ``device`` being captured into a CUDA graph?
-    (Always False on the CPU.)"""
-    dev = torch.device(device)
-    if dev.type != "cuda":
-        return False
-    with torch.cuda.device(dev):
-        return torch.cuda.is_current_stream_capturing()
 
 
 def _check_capturable(wp_device: str) -> None:
