@@ -3,7 +3,8 @@
   flycuda   flycuda.render_tiles (TileRenderer): RGB tiles, 1 sample, shadows as --shadows
   mjwarp    mjw.refit_bvh + mjw.render + mjw.get_rgb (MuJoCo Warp's pipeline per frame)
 
-Scenes: fly (the built-in hexapod, capsules), fly-mesh (the hexapod with triangle-mesh
+Scenes: aloha-pot (MuJoCo Warp's own mesh-heavy test scene, ~64k triangles, from its
+teleoperator camera), fly (the built-in hexapod, capsules), fly-mesh (the hexapod with triangle-mesh
 body parts, ~80k triangles, no extra dependency), primitives, and with FlyGym installed
 neuromechfly (69 meshes, ~115k triangles) and neuromechfly-capsules (FlyGym's
 capsule-simplified variant), from the fly's tracking camera. Both renderers draw
@@ -59,7 +60,7 @@ def _time_pair(ours, theirs, sim, frames, repeats):
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
-SCENES = ["fly", "fly-mesh", "primitives", "neuromechfly", "neuromechfly-capsules"]
+SCENES = ["fly", "fly-mesh", "primitives", "aloha-pot", "neuromechfly", "neuromechfly-capsules"]
 
 
 def make_scene(scene: str, device: str, worlds: int):
@@ -77,6 +78,15 @@ def make_scene(scene: str, device: str, worlds: int):
         return setup.sim, setup.camera
     from flycuda.sim.hexapod import fly_mesh_model
 
+    if scene == "aloha-pot":  # shipped with mujoco_warp (its test data)
+        import os
+
+        import mujoco_warp
+
+        src = os.path.join(os.path.dirname(mujoco_warp.__file__), "test_data", "aloha_pot", "scene.xml")
+        sim = Sim.build(src, worlds, device=device)
+        sim.step()
+        return sim, "teleoperator_pov"
     src, cam = {"fly": (None, "track"), "fly-mesh": (fly_mesh_model(), "track"),
                 "primitives": (primitives_xml(), "overview")}[scene]
     sim = Sim.build(src, worlds, device=device)

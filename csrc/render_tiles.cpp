@@ -25,6 +25,23 @@ void refit_top_cpu(const render::RenderArgs& a) {
   });
 }
 
+// The kernel's block_cull, with the block's threads in a loop: the culling flags
+// in vis, or null where the block does not cull.
+const uint8_t* block_cull(const render::RenderArgs& a, const kernels::RenderPlan& plan, int64_t block,
+                          uint8_t* vis) {
+  render::PixelRect r = a.v.npix > 0 ? render::empty_rect() : kernels::image_block_rect(plan, a.v, block);
+  if (a.v.npix > 0) {
+    for (int thread = 0; thread < plan.threads; ++thread) {
+      render::rect_merge(r, kernels::thread_rect(plan, a.v, block, thread));
+    }
+  }
+  render::Frustum f;
+  if (!kernels::block_pyramid(a, r, f)) return nullptr;
+  kernels::cull_leaf_nodes(a, r, f, 0, 1, vis);
+  render::cull_unions(a.sc, kernels::culled_nodes(a.sc), vis);
+  return vis;
+}
+
 void render_tiles_cpu(FLYCUDA_RENDER_TILES_PARAMS) {
   kernels::RenderPlan plan;
   const render::RenderArgs a = render_args(FLYCUDA_RENDER_TILES_ARGS, check, plan);
@@ -32,14 +49,16 @@ void render_tiles_cpu(FLYCUDA_RENDER_TILES_PARAMS) {
   if (a.sc.ntop > 0) refit_top_cpu(a);
   int64_t* tim = a.v.timers;
   at::parallel_for(0, plan.blocks, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
+    uint8_t vis[2 * render::kCullNodes];
     for (int64_t block = begin; block < end; ++block) {
       int64_t stage[4] = {0, 0, 0, 0};
       const int64_t start = tim ? render::now() : 0;
+      const uint8_t* cull = block_cull(a, plan, block, vis);
       for (int thread = 0; thread < plan.threads; ++thread) {
         if (tim) {
-          kernels::run_pixel<true>(a, plan, block, thread, stage);
+          kernels::run_pixel<true>(a, plan, block, thread, stage, cull);
         } else {
-          kernels::run_pixel<false>(a, plan, block, thread, nullptr);
+          kernels::run_pixel<false>(a, plan, block, thread, nullptr, cull);
         }
       }
       if (tim) {

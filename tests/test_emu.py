@@ -579,6 +579,7 @@ def test_render_tiles(sanitizer):
     ("oob", "asan", "ERROR: AddressSanitizer"),          # an index bound dropped
     ("overflow", "asan", "runtime error:"),               # UBSan: signed overflow
     ("race", "tsan", "WARNING: ThreadSanitizer"),         # a __syncthreads() dropped
+    ("shared_race", "tsan", "WARNING: ThreadSanitizer"),  # likewise, on FLYCUDA_SHARED memory
     ("divergent", "asan", "divergent __syncthreads()"),   # a barrier some threads skip
 ])
 def test_emulator_catches_bugs(mode, sanitizer, report):
@@ -774,8 +775,13 @@ def _corrupt_scenes(scene):
     # would not fit; the rays stay in bounds.
     chain = [[j + 1, make_leaf(mesh, 1)] for j in range(44)] + [[make_leaf(mesh, 1)] * 2]
     deep = torch.tensor(chain, dtype=torch.int32)
+    # The same past the kernels' shared-memory limits: 1,100 nodes, more than the refit
+    # holds in shared memory (256: its global-memory path) and than a block culls (1024).
+    long_chain = [[j + 1, make_leaf(mesh, 1)] for j in range(1099)] + [[make_leaf(mesh, 1)] * 2]
+    longer = torch.tensor(long_chain, dtype=torch.int32)
     return [("top", replace(scene, top_links=top, unbounded=unb)), ("mesh-links", replace(scene, bvh_links=links)),
             ("top-deeper-than-the-stack", replace(scene, top_links=deep)),
+            ("top-past-the-shared-limits", replace(scene, top_links=longer)),
             ("mesh-root", replace(scene, geom_info=info)),
             ("mesh-root-negative", replace(scene, geom_info=info.index_put((torch.tensor(mesh), torch.tensor(1)),
                                                                            torch.tensor(-5, dtype=torch.int32))))]
@@ -819,7 +825,7 @@ def test_cases_execute_every_kernel_line():
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
                  "kernels/pool_ommatidia.cuh",
                  "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
-                 "kernels/render/bvh.h", "kernels/render/pixel.h"):
+                 "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"
     gaps = {name: [(n, text) for n, text in lines if (os.path.basename(name), text) not in UNREACHABLE]
             for name, lines in missed.items() if not name.startswith("emu" + os.sep)}

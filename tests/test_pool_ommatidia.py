@@ -102,7 +102,12 @@ def test_maps():
     rm = _retina(51, 45, 40)
     ex = rm.exact()
     raw = ex.raw_pixels.long()
-    assert torch.equal(raw, torch.unique(raw)) and raw.min() >= 0 and raw.max() < 51 * 45
+    assert len(torch.unique(raw)) == len(raw) and raw.min() >= 0 and raw.max() < 51 * 45
+    row, col = (raw // rm.width).tolist(), (raw % rm.width).tolist()  # Z-order: 2^b-aligned squares in one run
+    for b in (1, 2, 3, 4):
+        cells = [(r >> b, c >> b) for r, c in zip(row, col)]
+        runs = sum(1 for i in range(len(cells)) if i == 0 or cells[i] != cells[i - 1])
+        assert runs == len(set(cells)), b
     ptr = ex.omm_ptr.long()
     assert ptr[0] == 0 and ptr[-1] == ex.omm_pixels.shape[0] and (ptr[1:] >= ptr[:-1]).all()
     assert torch.equal(ex.omm_count.long(), torch.as_tensor(rm.footprint_sizes()))

@@ -10,7 +10,10 @@ limit occupancy (Hopper: 65,536 registers per SM, 2048 threads). The renderer's
 kernel must fit in 72 registers and 256 bytes of stack (7 blocks of 128 threads per
 SM; the traversal's int32 stack and the pixel's parked state in local memory), its
 refit in 48 registers with no stack; the timed variant (in-kernel stage timers, a
-diagnostic) in 96 registers and the same stack.
+diagnostic) in 96 registers and the same stack. Static shared memory: none for the
+glue kernels; the pixel kernels' per-block culling (2 KiB of flags + 3 KiB for the
+pixel rectangle's reduction) at most 5.5 KiB, the refit's level-parallel unions
+(256 nodes' boxes + heights) at most 13.5 KiB: small enough for 16 blocks per SM.
 
 ``python tests/test_ptxas.py`` prints the table (bench/RESULTS.md holds a copy).
 """
@@ -51,6 +54,8 @@ BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
 RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel": (96, 256),
                   "refit_top_kernel": (48, 0)}
+# Static shared memory (bytes) at most; every other kernel: none.
+SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632, "refit_top_kernel": 13824}
 
 
 def probe_source() -> str:
@@ -101,6 +106,8 @@ def resource_usage(exe: str) -> list[dict]:
         m = re.search(r"Used (\d+) registers", ln)
         if m:
             cur["registers"] = int(m.group(1))
+            m = re.search(r"(\d+) bytes smem", ln)
+            cur["smem"] = int(m.group(1)) if m else 0
     names = _demangle([r["mangled"] for r in rows.values()], exe)
     out = []
     for r, name in zip(rows.values(), names):
@@ -130,6 +137,13 @@ def _budget(r: dict) -> tuple[int, int] | None:
     return None
 
 
+def _shared_budget(r: dict) -> int:
+    for kernel, budget in SHARED_BUDGETS.items():
+        if f"::{kernel}(" in r["name"] or r["name"].endswith(kernel):
+            return budget
+    return 0
+
+
 def _family(name: str) -> str:
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
@@ -149,13 +163,14 @@ def _short(name: str) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| kernel (sm_90) | registers | stack (bytes) | spill stores/loads (bytes) | budget |",
-             "|---|---|---|---|---|"]
+    lines = ["| kernel (sm_90) | registers | stack (bytes) | spill stores/loads (bytes) | shared (bytes) | budget |",
+             "|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["family"], _short(r["name"]))):
         b = _budget(r)
         budget = f"<= {b[0]} regs, " + (f"<= {b[1]} B stack" if b[1] else "no stack") if b else "no spills"
         lines.append(f"| `{_short(r['name'])}` | {r.get('registers', '?')} | {r.get('stack', '?')} | "
-                     f"{r.get('spill_stores', '?')}/{r.get('spill_loads', '?')} | {budget} |")
+                     f"{r.get('spill_stores', '?')}/{r.get('spill_loads', '?')} | {r.get('smem', '?')} | "
+                     f"{budget}, <= {_shared_budget(r)} B shared |")
     return "\n".join(lines)
 
 
@@ -175,7 +190,7 @@ def test_every_kernel_is_compiled(usage):
     assert fams.count("pool_ommatidia") == 1
     assert all(_budget(r) is not None for r in usage), [r["name"] for r in usage if _budget(r) is None]
     for r in usage:
-        assert {"registers", "stack", "spill_stores", "spill_loads"} <= set(r), r
+        assert {"registers", "stack", "spill_stores", "spill_loads", "smem"} <= set(r), r
 
 
 def test_no_kernel_spills(usage):
@@ -188,6 +203,12 @@ def test_kernels_within_budget(usage):
     over = [(_short(r["name"]), r["registers"], r["stack"], _budget(r)) for r in usage
             if r["registers"] > _budget(r)[0] or r["stack"] > _budget(r)[1]]
     assert not over, f"kernels over their budget (name, registers, stack, budget): {over}\n{table(usage)}"
+
+
+def test_shared_memory_within_budget(usage):
+    over = [(_short(r["name"]), r["smem"], _shared_budget(r)) for r in usage if r["smem"] > _shared_budget(r)]
+    assert not over, f"kernels over their shared-memory budget (name, bytes, budget): {over}\n{table(usage)}"
+    assert any(r["smem"] > 0 for r in usage)  # the parse reads ptxas's smem figure
 
 
 if __name__ == "__main__":

@@ -23,6 +23,12 @@
 //   - clock64() (steady-clock nanoseconds); the _rn intrinsics the kernels use
 //     (plain IEEE operations: build with -ffp-contract=off so that nothing is
 //     fused, which is what _rn means); the math functions come from <cmath>;
+//   - static shared memory, declared with FLYCUDA_SHARED(type, name, count)
+//     (platform.h): one arena per resident block (kSharedBytes, 48 KiB as a
+//     GPU's static limit), poisoned before each block (shared memory starts
+//     undefined) with 0x00 and 0xFF bytes in turn (zero flags and counts, NaN
+//     floats: a read before a write shows), carved in declaration order, which
+//     every thread of a block runs alike;
 //   - __device__ globals (ordinary globals) and __host__ __device__ functions;
 //   - launch(grid, block, smem, stream, kernel, args...) in place of
 //     kernel<<<grid, block, smem, stream>>>(args...): it converts the arguments
@@ -31,8 +37,8 @@
 //
 // What it does not model: warp-level lockstep, shuffles, votes and warp
 // reductions; the GPU's weaker memory model (atomics here are acq_rel, so a
-// missing __threadfence goes unseen); shared memory (__shared__, dynamic
-// smem) and its bank timing; real clock64() cycles; textures, __ldg,
+// missing __threadfence goes unseen); dynamic shared memory and the banks'
+// timing; real clock64() cycles; textures, __ldg,
 // cooperative groups; launch bounds and occupancy. A kernel that uses any of
 // these fails to compile here (the names are left undefined), or, for dynamic
 // shared memory, the launch aborts: nothing runs wrongly in silence.
@@ -114,6 +120,22 @@ class Barrier {
 };
 
 inline thread_local Barrier* tl_block_barrier = nullptr;
+
+// Static shared memory: the arena of the thread's current block and how much of
+// it this thread's kernel has declared so far.
+constexpr size_t kSharedBytes = 48 * 1024;
+inline thread_local unsigned char* tl_shared_arena = nullptr;
+inline thread_local size_t tl_shared_used = 0;
+
+// The next `count` T of the block's arena (FLYCUDA_SHARED).
+template <typename T>
+T* shared_array(size_t count) {
+  if (!tl_shared_arena) fail("shared memory outside a kernel launch");
+  const size_t at = (tl_shared_used + alignof(T) - 1) / alignof(T) * alignof(T);
+  if (at + count * sizeof(T) > kSharedBytes) fail("shared memory: more than 48 KiB declared in one block");
+  tl_shared_used = at + count * sizeof(T);
+  return reinterpret_cast<T*>(tl_shared_arena + at);
+}
 inline std::atomic<unsigned int> g_fence{0};
 
 // Atomic operations per launch. Each emulated thread points at its current
@@ -249,6 +271,8 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/, void (*
     // One slot = one resident block at a time: its threads take blocks in turn.
     auto barrier = std::make_shared<Barrier>(static_cast<unsigned int>(nthreads));
     auto current = std::make_shared<uint64_t>(0);
+    auto arena = std::make_shared<std::vector<unsigned char>>(kSharedBytes);
+    auto poison = std::make_shared<unsigned char>(0xFF);
     for (uint64_t t = 0; t < nthreads; ++t) {
       threads.emplace_back([=, &next, &params, &order, &atomics] {
         threadIdx = uint3{static_cast<unsigned int>(t % block.x),
@@ -257,10 +281,13 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/, void (*
         blockDim = block;
         gridDim = grid;
         tl_block_barrier = barrier.get();
+        tl_shared_arena = arena->data();
         for (;;) {
-          if (t == 0) {
+          if (t == 0) {  // the slot's other threads wait at the barrier: no block runs
             const uint64_t k = next.fetch_add(1);
             *current = k < nblocks ? order[k] : nblocks;
+            *poison = static_cast<unsigned char>(~*poison);  // 0x00, 0xFF, 0x00, ...
+            std::fill(arena->begin(), arena->end(), *poison);
           }
           barrier->wait(Barrier::kBlockStart);
           const uint64_t b = *current;
@@ -269,11 +296,13 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/, void (*
                            static_cast<unsigned int>((b / grid.x) % grid.y),
                            static_cast<unsigned int>(b / (uint64_t{grid.x} * grid.y))};
           tl_block_atomics = &atomics[b];
+          tl_shared_used = 0;
           std::apply(kernel, params);
           tl_block_atomics = nullptr;
           barrier->wait(Barrier::kBlockEnd);
         }
         tl_block_barrier = nullptr;
+        tl_shared_arena = nullptr;
       });
     }
   }

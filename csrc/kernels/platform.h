@@ -51,3 +51,25 @@
 #else
 #define FLYCUDA_NOINLINE
 #endif
+
+// FLYCUDA_SHARED(T, name, n): a block's static shared array `T name[n]` inside a
+// kernel (nvcc: __shared__; the emulator: a slice of the block's arena, see
+// emu/cuda_emu.h). Undefined for the CPU twins, which keep block-wide state on
+// their own stack.
+#if defined(__CUDACC__)
+#define FLYCUDA_SHARED(T, name, n) __shared__ T name[n]
+#elif defined(FLYCUDA_EMU)
+#define FLYCUDA_SHARED(T, name, n) T* name = ::flycuda_emu::shared_array<T>(n)
+#endif
+
+// FLYCUDA_PARKED: the qualifier of a small local array whose values a device
+// function parks in local memory across a long call (volatile keeps nvcc from
+// holding them in registers: the register budget, tests/test_ptxas.py). The CPU
+// twins have no such budget, and volatile there would only force a memory round
+// trip per access and block common subexpressions, so it is plain on the host.
+// (The emulator follows the device: its build has FLYCUDA_DEVICE_PATH.)
+#if defined(FLYCUDA_DEVICE_PATH)
+#define FLYCUDA_PARKED volatile
+#else
+#define FLYCUDA_PARKED
+#endif

@@ -58,9 +58,11 @@ class PoolingMap:
     """One CSR pooling map: the arguments of :func:`flycuda.pool_ommatidia` but the
     pixels and readouts, for eye images of ``height`` x ``width``.
 
-    ``raw_pixels`` int32 [P]: the sorted raw pixel indices (``row * width + col``)
-    the map reads, i.e. the rays to trace per eye; ``omm_pixels`` int32 [nnz] index
-    into that list. ``k`` is None for the exact map, else the rays per ommatidium.
+    ``raw_pixels`` int32 [P]: the distinct raw pixel indices (``row * width + col``)
+    the map reads, i.e. the rays to trace per eye, in Z-order of (row, col)
+    (:func:`z_order`: runs of consecutive entries are compact patches of the image,
+    so each block of the renderer traces a narrow pyramid of rays and culls the
+    rest of the scene); ``omm_pixels`` int32 [nnz] index into that list. ``k`` is None for the exact map, else the rays per ommatidium.
     """
 
     height: int
@@ -209,7 +211,7 @@ class RetinaMap:
 
     def exact(self) -> PoolingMap:
         """FlyGym's own pooling: every in-bounds fisheye pixel of every ommatidium, in
-        raster order (FlyGym's accumulation order, duplicates kept), over the sorted
+        raster order (FlyGym's accumulation order, duplicates kept), over the Z-ordered
         distinct raw pixels they read; divisor the footprint's size."""
         ids = self.id_map.reshape(-1).astype(np.int64) - 1
         dst = np.flatnonzero((ids >= 0) & (self.lookup >= 0))
@@ -239,8 +241,24 @@ class RetinaMap:
         O = self.num_ommatidia
         ptr = np.concatenate([[0], np.cumsum(np.bincount(omm, minlength=O))])
         raw_pixels, inverse = np.unique(raw, return_inverse=True)
-        return PoolingMap(self.height, self.width, _i32(raw_pixels), _i32(ptr), _i32(inverse.reshape(-1)),
+        order = z_order(raw_pixels, self.width)
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        raw_pixels, inverse = raw_pixels[order], rank[inverse.reshape(-1)]
+        return PoolingMap(self.height, self.width, _i32(raw_pixels), _i32(ptr), _i32(inverse),
                           _i32(self.pale.astype(np.int32) + 1), _i32(self.pale), _i32(count), k)
+
+
+def z_order(pixels: np.ndarray, width: int) -> np.ndarray:
+    """The permutation that puts flat pixel indices (``row * width + col``) in
+    Z-order (Morton order: the bits of row and col interleaved), stable."""
+    pixels = np.asarray(pixels, dtype=np.int64)
+    row, col = pixels // width, pixels % width
+    key = np.zeros_like(pixels)
+    bits = int(max(row.max(initial=0), col.max(initial=0))).bit_length()  # 2 * bits < 63 for any int32 id
+    for bit in range(bits):
+        key |= ((col >> bit) & 1) << (2 * bit) | ((row >> bit) & 1) << (2 * bit + 1)
+    return np.argsort(key, kind="stable")
 
 
 def spread_pixels(pixels: np.ndarray, width: int, k: int, iterations: int = 8) -> np.ndarray:

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernels/platform.h"
+#include "cull.h"
 #include "geoms.h"
 #include "layout.h"
 
@@ -16,17 +17,23 @@
 namespace flycuda {
 namespace render {
 
-// A ray in the frame being walked: origin, unit direction, per-axis reciprocals
-// (kInf for a zero component: the box test then tests the origin against that slab).
+// A ray in the frame being walked: origin, unit direction, per-axis reciprocals.
+// A component below 1e-30 in magnitude (zero included) gets +-kInf, a finite
+// float: the box test's products then never meet inf * 0, so it needs no NaN
+// rules and no branch (slab_inv).
 struct Ray {
   V3 o, d, inv;
 };
+
+FLYCUDA_HOST_DEVICE FLYCUDA_HOT float safe_inv(float x) {
+  return fabsf(x) > 1e-30f ? fdiv(1.f, x) : (x < 0.f ? -kInf : kInf);
+}
 
 FLYCUDA_HOST_DEVICE FLYCUDA_HOT Ray make_ray(V3 o, V3 d) {
   Ray r;
   r.o = o;
   r.d = d;
-  r.inv = v3(d.x != 0.f ? 1.f / d.x : kInf, d.y != 0.f ? 1.f / d.y : kInf, d.z != 0.f ? 1.f / d.z : kInf);
+  r.inv = v3(safe_inv(d.x), safe_inv(d.y), safe_inv(d.z));
   return r;
 }
 
@@ -66,16 +73,18 @@ FLYCUDA_HOST_DEVICE FLYCUDA_HOT NodeBoxes load_boxes(const float* row) {
   return nb;
 }
 
-// One axis of the box test with a reciprocal: narrows [tn, tf].
+// One axis of the box test with a reciprocal: narrows [tn, tf]. Branch-free
+// (selects: minss/maxss on the CPU, FMNMX/FSEL on the GPU): no product is NaN, as
+// inv is finite and nonzero (safe_inv). A ray parallel to the slab (inv = +-kInf)
+// tests its origin against the closed slab instead: inside, no bound; outside, a miss.
 FLYCUDA_HOST_DEVICE FLYCUDA_HOT void slab_inv(float o, float inv, float lo, float hi, float& tn, float& tf) {
-  if (inv == kInf) {  // parallel to this slab: inside it or a miss
-    if (o < lo || o > hi) tf = -kInf;
-    return;
-  }
-  float t1 = (lo - o) * inv, t2 = (hi - o) * inv;
-  if (t1 > t2) { const float tmp = t1; t1 = t2; t2 = tmp; }
-  if (t1 > tn) tn = t1;  // plain compares: fmaxf's NaN rules cost a call on the CPU
-  if (t2 < tf) tf = t2;
+  const float t1 = (lo - o) * inv, t2 = (hi - o) * inv;
+  const bool parallel = fabsf(inv) >= kInf, inside = o >= lo && o <= hi;
+  float near = t1 < t2 ? t1 : t2, far = t1 < t2 ? t2 : t1;
+  near = parallel ? (inside ? -kInf : kInf) : near;
+  far = parallel ? (inside ? kInf : -kInf) : far;
+  tn = near > tn ? near : tn;
+  tf = far < tf ? far : tf;
 }
 
 // Entry distance of the ray into the box [lo, hi] if it enters before tmax, else kInf.
@@ -175,9 +184,11 @@ FLYCUDA_HOST_DEVICE inline bool test_leaf(const Scene& sc, int32_t w, int32_t li
 // that break the layout (a child not after its parent, out of range) are skipped
 // and a ray stops after kMaxVisits pops, so a corrupted BVH cannot hang a kernel.
 // count (null, or 2 accumulators): nodes visited and triangles tested are added to it.
+// vis (null, or the block's flags, cull.h): top-level children the ray's block cannot
+// see are skipped untested.
 template <bool AnyHit>
 FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* top, V3 o, V3 d, float tmax,
-                                      int64_t* count = nullptr) {
+                                      int64_t* count = nullptr, const uint8_t* vis = nullptr) {
   Best b;
   b.t = tmax;
   b.k = -1;
@@ -190,7 +201,7 @@ FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* t
   int sp = 0;
   // The world ray waits in local memory while the loop walks a mesh in its frame
   // (registers are the budget: layout.h; it is read back once per mesh left).
-  volatile float world[6] = {o.x, o.y, o.z, d.x, d.y, d.z};
+  FLYCUDA_PARKED float world[6] = {o.x, o.y, o.z, d.x, d.y, d.z};
   Ray r = make_ray(o, d);
   int32_t mesh = -1;                     // the geom whose frame r is in; -1: the world's
   int32_t node = sc.ntop > 0 ? 0 : kMarker;  // the entry being visited
@@ -206,8 +217,10 @@ FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* t
         if (count) count[0] += 1;
         const NodeBoxes nb = load_boxes((in_world ? top : sc.bvh_boxes) + static_cast<int64_t>(kBoxCols) * node);
         const int32_t la = links[2 * static_cast<int64_t>(node)], lc = links[2 * static_cast<int64_t>(node) + 1];
-        float ta = (is_leaf(la) || (la > node && la < n)) ? box_entry(r, nb.alo, nb.ahi, b.t) : kInf;
-        float tc = (is_leaf(lc) || (lc > node && lc < n)) ? box_entry(r, nb.clo, nb.chi, b.t) : kInf;
+        const bool ea = (is_leaf(la) || (la > node && la < n)) && (!in_world || may_enter(vis, node, 0));
+        const bool ec = (is_leaf(lc) || (lc > node && lc < n)) && (!in_world || may_enter(vis, node, 1));
+        float ta = ea ? box_entry(r, nb.alo, nb.ahi, b.t) : kInf;
+        float tc = ec ? box_entry(r, nb.clo, nb.chi, b.t) : kInf;
         if (count && !in_world) count[1] += (ta < kInf && is_leaf(la) ? leaf_count(la) : 0) +
                                                  (tc < kInf && is_leaf(lc) ? leaf_count(lc) : 0);
         if (ta < kInf && test_now(sc, la, mesh)) {
@@ -253,12 +266,15 @@ FLYCUDA_HOST_DEVICE inline Best trace(const Scene& sc, int32_t w, const float* t
 FLYCUDA_HOST_DEVICE inline V3 hit_normal(const Scene& sc, int32_t w, V3 o, V3 d, const Best& b) {
   const float* R = geom_mat(sc, w, b.k);
   V3 nl;
+  const int32_t type = sc.geom_info[kInfoCols * b.k + kInfoType];
   if (b.tri >= 0) {
     nl = tri_normal(sc.tris + static_cast<int64_t>(kTriCols) * b.tri);
+  } else if (type == kPlane) {  // what hit_primitive gives a plane's hit, without tracing it again
+    nl = v3(0.f, 0.f, 1.f);
   } else {
     const float* xp = geom_pos(sc, w, b.k);
     const float* P = sc.geom_param + kParamCols * b.k;
-    nl = hit_primitive(sc.geom_info[kInfoCols * b.k + kInfoType], matTvec(R, sub(o, v3(xp[0], xp[1], xp[2]))),
+    nl = hit_primitive(type, matTvec(R, sub(o, v3(xp[0], xp[1], xp[2]))),
                        matTvec(R, d), v3(P[kParamSize], P[kParamSize + 1], P[kParamSize + 2])).n;
   }
   V3 n = normalize(matvec(R, nl));

@@ -22,9 +22,30 @@ FLYCUDA_HOST_DEVICE inline float dot(V3 a, V3 b) { return a.x * b.x + a.y * b.y 
 FLYCUDA_HOST_DEVICE inline V3 cross(V3 a, V3 b) {
   return v3(a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x);
 }
+
+// The renderer's division and reciprocal length. The extension compiles every
+// kernel with -prec-div=true -prec-sqrt=true, so that the ops' bits match their
+// references; the renderer is held to the float64 reference's bounds instead, so
+// on the GPU it divides with __fdividef (MUFU.RCP and a multiply, 2 ulp, no
+// IEEE slow path) and normalizes with rsqrtf (MUFU.RSQ, 2 ulp). The CPU twin and
+// the emulator keep IEEE division and sqrt (they are bit-identical to each other).
+FLYCUDA_HOST_DEVICE FLYCUDA_HOT float fdiv(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdividef(a, b);
+#else
+  return a / b;
+#endif
+}
+FLYCUDA_HOST_DEVICE FLYCUDA_HOT float rlength(float sq) {
+#if defined(__CUDA_ARCH__)
+  return rsqrtf(sq);
+#else
+  return 1.f / sqrtf(sq);
+#endif
+}
 FLYCUDA_HOST_DEVICE inline V3 normalize(V3 a) {
-  const float n = sqrtf(dot(a, a));
-  return n > 0.f ? mul(a, 1.f / n) : a;
+  const float n2 = dot(a, a);
+  return n2 > 0.f ? mul(a, rlength(n2)) : a;
 }
 // R (row-major 3x3) times v, and R^T times v.
 FLYCUDA_HOST_DEVICE inline V3 matvec(const float* R, V3 v) {
@@ -47,7 +68,7 @@ FLYCUDA_HOST_DEVICE inline float quad_entry(float a, float b, float c) {
   if (a <= 0.f) return kInf;
   const float disc = b * b - a * c;
   if (disc < 0.f) return kInf;
-  const float t = (-b - sqrtf(disc)) / a;
+  const float t = fdiv(-b - sqrtf(disc), a);
   return t > kEps ? t : kInf;
 }
 
@@ -60,12 +81,13 @@ FLYCUDA_HOST_DEVICE inline Hit hit_sphere(V3 o, V3 d, V3 c, float r) {
 }
 
 FLYCUDA_HOST_DEVICE inline Hit hit_ellipsoid(V3 o, V3 d, V3 s) {
-  const V3 os = v3(o.x / s.x, o.y / s.y, o.z / s.z), ds = v3(d.x / s.x, d.y / s.y, d.z / s.z);
+  const V3 os = v3(fdiv(o.x, s.x), fdiv(o.y, s.y), fdiv(o.z, s.z));
+  const V3 ds = v3(fdiv(d.x, s.x), fdiv(d.y, s.y), fdiv(d.z, s.z));
   Hit h = miss();
   h.t = quad_entry(dot(ds, ds), dot(os, ds), dot(os, os) - 1.f);
   if (h.t < kInf) {
     const V3 p = add(o, mul(d, h.t));
-    h.n = v3(p.x / (s.x * s.x), p.y / (s.y * s.y), p.z / (s.z * s.z));
+    h.n = v3(fdiv(p.x, s.x * s.x), fdiv(p.y, s.y * s.y), fdiv(p.z, s.z * s.z));
   }
   return h;
 }
@@ -93,7 +115,7 @@ FLYCUDA_HOST_DEVICE inline Hit hit_cylinder(V3 o, V3 d, float r, float h) {
   Hit best = hit_tube(o, d, r, h);
   if (d.z != 0.f) {
     for (int side = -1; side <= 1; side += 2) {  // flat caps
-      const float t = (side * h - o.z) / d.z;
+      const float t = fdiv(side * h - o.z, d.z);
       const float x = o.x + t * d.x, y = o.y + t * d.y;
       if (t > kEps && x * x + y * y <= r * r && t < best.t) { best.t = t; best.n = v3(0.f, 0.f, (float)side); }
     }
@@ -110,7 +132,7 @@ FLYCUDA_HOST_DEVICE FLYCUDA_HOT void slab_axis(float o, float d, float lo, float
     if (o < lo || o > hi) tf = -kInf;
     return;
   }
-  float t1 = (lo - o) / d, t2 = (hi - o) / d;
+  float t1 = fdiv(lo - o, d), t2 = fdiv(hi - o, d);
   if (t1 > t2) { const float tmp = t1; t1 = t2; t2 = tmp; }
   if (t1 > tn) { tn = t1; entered = true; }
   if (t2 < tf) tf = t2;
@@ -135,7 +157,7 @@ FLYCUDA_HOST_DEVICE inline Hit hit_box(V3 o, V3 d, V3 s) {
 FLYCUDA_HOST_DEVICE inline Hit hit_plane(V3 o, V3 d, float sx, float sy) {
   Hit h = miss();
   if (o.z <= 0.f || d.z >= 0.f) return h;
-  const float t = -o.z / d.z;
+  const float t = fdiv(-o.z, d.z);
   const float x = o.x + t * d.x, y = o.y + t * d.y;
   if (t > kEps && (sx <= 0.f || fabsf(x) <= sx) && (sy <= 0.f || fabsf(y) <= sy)) {
     h.t = t;
@@ -145,8 +167,10 @@ FLYCUDA_HOST_DEVICE inline Hit hit_plane(V3 o, V3 d, float sx, float sy) {
 }
 
 // Moller-Trumbore on a packed triangle (layout.h: v0, e1, e2, each a float4):
-// the distance, or kInf. The normal is cross(e1, e2) (tri_normal), taken once
-// for the nearest hit only.
+// the distance, or kInf. The barycentrics and the distance are tested scaled by
+// |det| (the sign folded in), so the one division happens only for a ray that
+// crosses the triangle. The normal is cross(e1, e2) (tri_normal), taken once for
+// the nearest hit only.
 FLYCUDA_HOST_DEVICE FLYCUDA_HOT float hit_triangle(V3 o, V3 d, const float* tri) {
 #if defined(__CUDA_ARCH__)
   const float4* row = reinterpret_cast<const float4*>(tri);  // rows of 48 B, the array 16 B aligned (host check)
@@ -158,14 +182,16 @@ FLYCUDA_HOST_DEVICE FLYCUDA_HOT float hit_triangle(V3 o, V3 d, const float* tri)
   const V3 p = cross(d, e2);
   const float det = dot(e1, p);
   if (fabsf(det) < 1e-12f) return kInf;
-  const float inv = 1.f / det;
+  const float sign = det > 0.f ? 1.f : -1.f, adet = fabsf(det);  // u = us / adet, v = vs / adet
   const V3 s = sub(o, v0);
-  const float u = dot(s, p) * inv;
-  if (u < 0.f || u > 1.f) return kInf;
+  const float us = sign * dot(s, p);
+  if (us < 0.f || us > adet) return kInf;
   const V3 q = cross(s, e1);
-  const float v = dot(d, q) * inv;
-  if (v < 0.f || u + v > 1.f) return kInf;
-  const float t = dot(e2, q) * inv;
+  const float vs = sign * dot(d, q);
+  if (vs < 0.f || us + vs > adet) return kInf;
+  const float ts = sign * dot(e2, q);
+  if (!(ts > 0.f)) return kInf;
+  const float t = fdiv(ts, adet);
   return t > kEps ? t : kInf;
 }
 

@@ -69,7 +69,7 @@ FLYCUDA_HOST_DEVICE inline V3 shade(const Scene& sc, int32_t w, const float* top
   if (cell > 0.f) {  // checkered plane: cells in the plane's local frame
     const float* xp = geom_pos(sc, w, b.k);
     const V3 pl = matTvec(geom_mat(sc, w, b.k), sub(p, v3(xp[0], xp[1], xp[2])));
-    if ((cell_index(pl.x / cell) + cell_index(pl.y / cell)) & 1) {
+    if ((cell_index(fdiv(pl.x, cell)) + cell_index(fdiv(pl.y, cell))) & 1) {
       base = v3(P[kParamRgb2], P[kParamRgb2 + 1], P[kParamRgb2 + 2]);
     }
   }
@@ -88,9 +88,9 @@ FLYCUDA_HOST_DEVICE inline V3 background(const Scene& sc, V3 d) {
 FLYCUDA_HOST_DEVICE inline V3 camera_ray(int32_t px, int32_t py, int32_t sx, int32_t sy, int32_t n,
                                          int32_t width, int32_t height, float tan_half_fovy) {
   const float w = static_cast<float>(width * n), h = static_cast<float>(height * n);
-  const float hh = tan_half_fovy, hw = hh * (w / h);
-  const float u = (static_cast<float>(px * n + sx) + 0.5f) / w;
-  const float v = (static_cast<float>(py * n + sy) + 0.5f) / h;
+  const float hh = tan_half_fovy, hw = hh * fdiv(w, h);
+  const float u = fdiv(static_cast<float>(px * n + sx) + 0.5f, w);
+  const float v = fdiv(static_cast<float>(py * n + sy) + 0.5f, h);
   return normalize(v3(-hw + 2.f * hw * u, hh - 2.f * hh * v, -1.f));
 }
 
@@ -165,12 +165,13 @@ FLYCUDA_HOST_DEVICE inline int64_t now() {
 // tests/test_ptxas.py). Timed: the time spent tracing and shading is added to
 // stage[0] and stage[1], the nodes and triangles of the primary rays to stage[2] and
 // stage[3] (a separate instantiation: the untimed kernel carries no timer state).
+// vis: the block's culling flags for the primary rays (cull.h), or null.
 template <bool Timed>
 FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int32_t t, int32_t w, int32_t q,
-                                             int32_t py, int32_t px, int64_t* stage) {
-  volatile int32_t at[5] = {t, w, q, py, px};
-  volatile float acc[3] = {0.f, 0.f, 0.f};
-  volatile float ray[7];  // o, d, planar depth per unit distance
+                                             int32_t py, int32_t px, int64_t* stage, const uint8_t* vis) {
+  FLYCUDA_PARKED int32_t at[5] = {t, w, q, py, px};
+  FLYCUDA_PARKED float acc[3] = {0.f, 0.f, 0.f};
+  FLYCUDA_PARKED float ray[7];  // o, d, planar depth per unit distance
   const int32_t n = v.samples;
   for (int32_t sy = 0; sy < n; ++sy) {
     for (int32_t sx = 0; sx < n; ++sx) {
@@ -181,7 +182,7 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
       ray[0] = cp[0]; ray[1] = cp[1]; ray[2] = cp[2]; ray[3] = d.x; ray[4] = d.y; ray[5] = d.z; ray[6] = -dc.z;
       const float* top = v.top_boxes + static_cast<int64_t>(kBoxCols) * sc.ntop * (at[0] / v.ncam);
       const int64_t t0 = Timed ? now() : 0;
-      Best b = trace<false>(sc, wc, top, v3(ray[0], ray[1], ray[2]), d, kInf, Timed ? stage + 2 : nullptr);
+      Best b = trace<false>(sc, wc, top, v3(ray[0], ray[1], ray[2]), d, kInf, Timed ? stage + 2 : nullptr, vis);
       const int64_t t1 = Timed ? now() : 0;
       if (b.k >= 0 && v.zfar > 0.f && b.t * ray[6] > v.zfar) b.k = -1;  // beyond the far plane
       if (sx == 0 && sy == 0) {  // depth and seg from the first sub-sample (as MuJoCo Warp)
@@ -209,7 +210,7 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
     }
   }
   if (!v.rgb) return;
-  const float inv = 1.f / static_cast<float>(n * n);
+  const float inv = fdiv(1.f, static_cast<float>(n * n));
   uint8_t* dst = rgb_at(v, at[0], at[2], at[3], at[4]);
   dst[0] = to_u8(acc[0] * inv);
   dst[1] = to_u8(acc[1] * inv);
