@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_render import make_scene  # noqa: E402
+from bench_vision import _nmf_worlds  # noqa: E402
 
 import flycuda  # noqa: E402
 from flycuda.render import TileRenderer  # noqa: E402
@@ -39,10 +40,7 @@ res["nmf 320x240 x4 (ms)"] = med(TileRenderer(sim, cam, 320, 240).render, 3)
 sim2, cam2 = make_scene("fly-mesh", "cpu", 4)
 res["fly-mesh 320x240 x4 (ms)"] = med(TileRenderer(sim2, cam2, 320, 240).render, 3)
 fly, world, _ = fg.neuromechfly(vision=True)
-vs = fg.wrap(fg.gpu_simulation(world, 4, device="cpu"))
-for _ in range(3):
-    vs.step()
-vs.kinematics()
+vs = _nmf_worlds(fg, world, 4, "cpu")
 res["vision exact x4 (ms)"] = med(Vision(vs).update, 3)
 res["vision fast:4 x4 (ms)"] = med(Vision(vs, mode="fast", k=4).update, 30)
 print(flycuda.__file__, json.dumps(res))

@@ -29,7 +29,7 @@ void refit_top_cpu(const render::RenderArgs& a) {
 // in vis, or null where the block does not cull.
 const uint8_t* block_cull(const render::RenderArgs& a, const kernels::RenderPlan& plan, int64_t block,
                           uint8_t* vis) {
-  render::PixelRect r = a.v.npix > 0 ? render::empty_rect() : kernels::image_block_rect(plan, a.v, block);
+  render::PixelRect r = kernels::image_block_rect(plan, a.v, block);
   if (a.v.npix > 0) {
     for (int thread = 0; thread < plan.threads; ++thread) {
       render::rect_merge(r, kernels::thread_rect(plan, a.v, block, thread));

@@ -61,6 +61,21 @@ FLYCUDA_HOST_DEVICE inline RenderPlan plan_render_tiles(int64_t tiles, int64_t H
   return p;
 }
 
+// Image block `block` (no pixel list): its tile t and the top-left pixel (x, y)
+// of its 16 x 8 patch.
+struct BlockOrigin {
+  int32_t t, x, y;
+};
+
+FLYCUDA_HOST_DEVICE inline BlockOrigin image_block(const RenderPlan& p, int64_t block) {
+  const int64_t per = p.blocks_x * p.blocks_y;
+  BlockOrigin o;
+  o.t = static_cast<int32_t>(block / per);
+  o.y = static_cast<int32_t>((block % per) / p.blocks_x) * kTileH;
+  o.x = static_cast<int32_t>(block % p.blocks_x) * kTileW;
+  return o;
+}
+
 // Thread `thread` of block `block`: its tile t, pixel q (py * Wd + px, or a list
 // position) and (py, px); false for a thread past the image's edge or the list's end.
 FLYCUDA_HOST_DEVICE inline bool block_pixel(const RenderPlan& p, const render::View& v, int64_t block, int thread,
@@ -76,12 +91,11 @@ FLYCUDA_HOST_DEVICE inline bool block_pixel(const RenderPlan& p, const render::V
     px = id % v.width;
     return true;
   }
-  const int64_t per = p.blocks_x * p.blocks_y;
-  t = static_cast<int32_t>(block / per);
-  const int64_t by = (block % per) / p.blocks_x, bx = block % p.blocks_x;
+  const BlockOrigin o = image_block(p, block);
   const int warp = thread / 32, lane = thread % 32;
-  px = static_cast<int32_t>(bx * kTileW + (warp % 2) * kWarpW + lane % kWarpW);
-  py = static_cast<int32_t>(by * kTileH + (warp / 2) * kWarpH + lane / kWarpW);
+  t = o.t;
+  px = o.x + (warp % 2) * kWarpW + lane % kWarpW;
+  py = o.y + (warp / 2) * kWarpH + lane / kWarpW;
   q = py * v.width + px;
   return px < v.width && py < v.height;
 }
@@ -113,14 +127,14 @@ FLYCUDA_HOST_DEVICE inline render::PixelRect thread_rect(const RenderPlan& p, co
 
 // The pixel rectangle of image block `block` (no pixel list): its 16 x 8 patch
 // clipped to the image, without visiting its threads.
+// With a pixel list (no patches): empty, for the caller to reduce its threads' pixels into.
 FLYCUDA_HOST_DEVICE inline render::PixelRect image_block_rect(const RenderPlan& p, const render::View& v,
                                                               int64_t block) {
-  const int64_t per = p.blocks_x * p.blocks_y;
-  const int32_t t = static_cast<int32_t>(block / per);
-  const int32_t by = static_cast<int32_t>((block % per) / p.blocks_x), bx = static_cast<int32_t>(block % p.blocks_x);
-  render::PixelRect r = render::pixel_rect(t, bx * kTileW, by * kTileH);
-  r.x1 = (bx + 1) * kTileW < v.width ? (bx + 1) * kTileW - 1 : v.width - 1;
-  r.y1 = (by + 1) * kTileH < v.height ? (by + 1) * kTileH - 1 : v.height - 1;
+  if (v.npix > 0) return render::empty_rect();
+  const BlockOrigin o = image_block(p, block);
+  render::PixelRect r = render::pixel_rect(o.t, o.x, o.y);
+  r.x1 = o.x + kTileW < v.width ? o.x + kTileW - 1 : v.width - 1;
+  r.y1 = o.y + kTileH < v.height ? o.y + kTileH - 1 : v.height - 1;
   return r;
 }
 
@@ -212,7 +226,7 @@ static __global__ void refit_top_kernel(render::RenderArgs a) {
 static __device__ const uint8_t* block_cull(const render::RenderArgs& a, const RenderPlan& p, uint8_t* vis,
                                             int32_t* red) {
   const int tid = threadIdx.x;
-  render::PixelRect r = a.v.npix > 0 ? render::empty_rect() : image_block_rect(p, a.v, blockIdx.x);
+  render::PixelRect r = image_block_rect(p, a.v, blockIdx.x);
   if (a.v.npix > 0) {  // a pixel list (uniform over the grid): reduce the threads' pixels
     const render::PixelRect mine = thread_rect(p, a.v, blockIdx.x, tid);
     const int32_t fields[6] = {mine.t0, mine.t1, mine.x0, mine.x1, mine.y0, mine.y1};

@@ -62,7 +62,8 @@ class PoolingMap:
     the map reads, i.e. the rays to trace per eye, in Z-order of (row, col)
     (:func:`z_order`: runs of consecutive entries are compact patches of the image,
     so each block of the renderer traces a narrow pyramid of rays and culls the
-    rest of the scene); ``omm_pixels`` int32 [nnz] index into that list. ``k`` is None for the exact map, else the rays per ommatidium.
+    rest of the scene); ``omm_pixels`` int32 [nnz] index into that list. ``k`` is
+    None for the exact map, else the rays per ommatidium.
     """
 
     height: int

@@ -64,12 +64,11 @@ struct Frustum {
 
 // A camera-frame plane normal n in the world, for rays d = R dc (R row-major,
 // camera to world): the plane n . dc >= 0 is (R^-T n) . d >= 0, and R^-T is the
-// cofactor matrix over det R, whose columns are the cross products of R's columns.
-// Exact for any invertible R (a fixed camera's matrix need not be a rotation);
-// sign: the sign of det R.
-FLYCUDA_HOST_DEVICE inline V3 world_normal(const float* R, V3 n, float sign) {
-  const V3 c0 = v3(R[0], R[3], R[6]), c1 = v3(R[1], R[4], R[7]), c2 = v3(R[2], R[5], R[8]);
-  return mul(add(add(mul(cross(c1, c2), n.x), mul(cross(c2, c0), n.y)), mul(cross(c0, c1), n.z)), sign);
+// cofactor matrix K over det R, whose columns k are the cross products of R's
+// columns. Exact for any invertible R (a fixed camera's matrix need not be a
+// rotation); sign: the sign of det R.
+FLYCUDA_HOST_DEVICE inline V3 world_normal(const V3* k, V3 n, float sign) {
+  return mul(add(add(mul(k[0], n.x), mul(k[1], n.y)), mul(k[2], n.z)), sign);
 }
 
 // The pyramid of the rays of camera c of world w through the pixels of r (one
@@ -87,14 +86,16 @@ FLYCUDA_HOST_DEVICE inline bool block_frustum(const View& v, int32_t w, int32_t 
   const float b0 = hh - 2.f * hh * fdiv(static_cast<float>(r.y1 + 2), H);
   const float* R = v.cam_mat + w * v.cm_s0 + c * v.cm_s1;
   const float* p = v.cam_pos + w * v.cp_s0 + c * v.cp_s1;
-  const float det = dot(v3(R[0], R[3], R[6]), cross(v3(R[1], R[4], R[7]), v3(R[2], R[5], R[8])));
+  const V3 c0 = v3(R[0], R[3], R[6]), c1 = v3(R[1], R[4], R[7]), c2 = v3(R[2], R[5], R[8]);
+  const V3 k[3] = {cross(c1, c2), cross(c2, c0), cross(c0, c1)};
+  const float det = dot(c0, k[0]);
   if (!(fabsf(det) > 1e-12f) || !(fabsf(det) < kInf)) return false;
   const float sign = det > 0.f ? 1.f : -1.f;
   f.o = v3(p[0], p[1], p[2]);
-  f.n[0] = world_normal(R, v3(1.f, 0.f, a0), sign);
-  f.n[1] = world_normal(R, v3(-1.f, 0.f, -a1), sign);
-  f.n[2] = world_normal(R, v3(0.f, 1.f, b0), sign);
-  f.n[3] = world_normal(R, v3(0.f, -1.f, -b1), sign);
+  f.n[0] = world_normal(k, v3(1.f, 0.f, a0), sign);
+  f.n[1] = world_normal(k, v3(-1.f, 0.f, -a1), sign);
+  f.n[2] = world_normal(k, v3(0.f, 1.f, b0), sign);
+  f.n[3] = world_normal(k, v3(0.f, -1.f, -b1), sign);
   return true;
 }
 
