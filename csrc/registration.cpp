@@ -59,6 +59,30 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "record_chunk(Tensor source, Tensor columns, Tensor(a!) chunks, Tensor step, "
       "int every) -> ()");
+  // The episode family (flycuda.env's step; csrc/kernels/episode.cuh):
+  // out[w, d] = frames at world w's own counter world_steps[w] (motion_to_ctrl's or
+  // spline_to_ctrl's value at that step, by frames' dtype: float32 [M, T, D] linear,
+  // float64 [M, T, 4, D] cubic). `frame_mode` as in motion_to_ctrl.
+  m.def(
+      "motion_at(Tensor frames, Tensor world_steps, Tensor(a!) out, Tensor? offsets, "
+      "float frames_per_step, str frame_mode) -> ()");
+  // ctrl[w, act_ids[a]] = clamp(actions[w, a] * scale[a] + offset[a], low[a], high[a]),
+  // action_map = [scale; offset; low; high] float32 [4, A].
+  m.def("scatter_actions(Tensor actions, Tensor act_ids, Tensor action_map, Tensor(a!) ctrl) -> ()");
+  // out[w, o] = sources[columns[o, 0]][w, columns[o, 1]] (1 to 8 float32 [W, N_k] sources).
+  m.def("gather_columns(Tensor[] sources, Tensor columns, Tensor(a!) out) -> ()");
+  // world_steps[w] += 1; terminated[w] = non-finite qpos/qvel, or the free joint at root_adr
+  // out of [min_height, max_height] or tilted below min_up; truncated[w] = world_steps[w] >= max_steps.
+  m.def(
+      "episode_step(Tensor(a!) world_steps, Tensor qpos, Tensor qvel, Tensor(b!) terminated, "
+      "Tensor(c!) truncated, int root_adr, float min_height, float max_height, float min_up, "
+      "int max_steps) -> ()");
+  // For every world with done[w]: one of K initial states (hash of seed, world, episode)
+  // plus seeded noise into qpos/qvel, world_steps[w] = 0, episodes[w] += 1, offsets[w] = its frame.
+  m.def(
+      "reset_worlds(Tensor done, Tensor init_qpos, Tensor init_qvel, Tensor init_frames, "
+      "Tensor qpos_noise, Tensor qvel_noise, int seed, Tensor(a!) qpos, Tensor(b!) qvel, "
+      "Tensor(c!) world_steps, Tensor(d!) episodes, Tensor(e!) offsets) -> ()");
   // Ray-cast every selected world's cameras into RGB tiles (or a mosaic), planar
   // depth and geom-id segmentation: scene = flycuda.ops.scene_layout.Scene.FIELDS in order,
   // pixels = pixel ids to cast (empty: all); see csrc/kernels/render_tiles.cuh.

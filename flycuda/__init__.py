@@ -10,11 +10,13 @@ The ops (each with a C++ CPU twin and Python references in :mod:`flycuda.referen
 * :func:`record_chunk` — columns of any per-world array recorded into a ring of
   chunks that :mod:`flycuda.recording` streams to a zarr store;
 * :func:`render_tiles` — every world's camera view ray-cast into image tiles;
-* :func:`pool_ommatidia` — eye images pooled into FlyGym's ommatidia readouts.
+* :func:`pool_ommatidia` — eye images pooled into FlyGym's ommatidia readouts;
+* :mod:`flycuda.ops.episode` — a batched environment's step (per-world counters,
+  actions, observations, terminations, resets), used by :mod:`flycuda.env`.
 
 The stages, one subpackage each: :mod:`~flycuda.ops`, :mod:`~flycuda.sim`,
 :mod:`~flycuda.recording`, :mod:`~flycuda.render`, :mod:`~flycuda.vision`,
-:mod:`~flycuda.replay`, :mod:`~flycuda.cli`. The main classes are here too, imported
+:mod:`~flycuda.replay`, :mod:`~flycuda.env`, :mod:`~flycuda.cli`. The main classes are here too, imported
 on first use (``flycuda.Sim``, ``Motion``, ``Recording``, ``TileRenderer``, ``Vision``,
 ``RetinaMap``): ``import flycuda`` loads the ops only, never Warp.
 """
@@ -44,7 +46,7 @@ __all__ = ["motion_to_ctrl", "spline_to_ctrl", "spline_coeffs", "advance_step", 
 # name -> the module that defines it, imported on first access
 _LAZY = {"Sim": "flycuda.sim", "Motion": "flycuda.sim", "Recording": "flycuda.recording",
          "TileRenderer": "flycuda.render", "Vision": "flycuda.vision", "RetinaMap": "flycuda.vision"}
-_SUBPACKAGES = ("ops", "reference", "sim", "recording", "render", "vision", "replay", "cli", "flygym", "errors",
+_SUBPACKAGES = ("ops", "reference", "sim", "recording", "render", "vision", "replay", "env", "cli", "flygym", "errors",
                 "dev", "profile")
 
 

@@ -19,7 +19,7 @@ except ImportError as e:  # pragma: no cover - exercised only on broken installs
     ) from e
 
 OPS = ("motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk", "render_tiles",
-       "pool_ommatidia")
+       "pool_ommatidia", "motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds")
 
 
 def build_info() -> dict:

@@ -50,7 +50,7 @@ class SanitizerReport(AssertionError):
 
 
 def _sources() -> list[str]:
-    files = [os.path.join(CSRC, "emu", n) for n in ("emu_main.cpp", "selftest.cpp", "cuda_emu.h", "npy.h")]
+    files = [os.path.join(CSRC, "emu", n) for n in ("emu_main.cpp", "episode_cases.h", "selftest.cpp", "cuda_emu.h", "npy.h")]
     files += sorted(f for f in glob.glob(os.path.join(CSRC, "kernels", "**", "*"), recursive=True)
                     if os.path.isfile(f))  # kernels/*.cuh and their headers (kernels/render/*.h)
     return files

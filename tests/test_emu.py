@@ -59,7 +59,18 @@ import subprocess
 import emu_harness as emu
 import pytest
 import torch
-from common import M2C_SHAPES, _fly_sim, _prims_sim, assert_images_close, make_m2c_case, poison_like, strided_view
+from common import (
+    EPISODE_OPS,
+    M2C_SHAPES,
+    _fly_sim,
+    _prims_sim,
+    assert_images_close,
+    clone_args,
+    episode_args,
+    make_m2c_case,
+    poison_like,
+    strided_view,
+)
 
 import flycuda
 from flycuda import reference
@@ -812,6 +823,111 @@ def test_render_tiles_corrupt_bvh(sanitizer):
         assert (cpu["seg"] >= 0).any(), name
 
 
+# --- the episode family ------------------------------------------------------------
+
+def _episode_case(op: str, a: dict) -> emu.Case:
+    """The case of one episode op: the plan its check_* builds, from the arguments."""
+    if op == "motion_at":
+        W, D = a["out"].shape
+        case = emu.Case(op, W=W, D=D, frames_per_step=float(a["frames_per_step"]), loop=int(a["mode"] == "loop"))
+        case.array("frames", a["frames"]).array("world_steps", a["world_steps"]).strided("out", a["out"], "out")
+        return case.array("offsets", a["offsets"]) if a["offsets"] is not None else case
+    if op == "scatter_actions":
+        (W, A), nu = a["actions"].shape, a["ctrl"].shape[1]
+        case = emu.Case(op, W=W, A=A, nu=nu).strided("actions", a["actions"], "actions")
+        return case.strided("ctrl", a["ctrl"], "ctrl").array("act_ids", a["act_ids"]).array("action_map",
+                                                                                            a["action_map"])
+    if op == "gather_columns":
+        W, O = a["out"].shape
+        case = emu.Case(op, W=W, O=O, nsrc=len(a["sources"])).strided("out", a["out"], "out")
+        for k, src in enumerate(a["sources"]):
+            case.strided(f"src{k}", src, f"src{k}").scalars[f"src{k}_n"] = src.shape[1]
+        return case.array("columns", a["columns"])
+    if op == "episode_step":
+        case = emu.Case(op, W=a["qpos"].shape[0], nq=a["qpos"].shape[1], nv=a["qvel"].shape[1],
+                        root_adr=a["root_adr"], min_height=float(a["min_height"]), max_height=float(a["max_height"]),
+                        min_up=float(a["min_up"]), max_steps=a["max_steps"])
+        case.strided("qpos", a["qpos"], "qpos").strided("qvel", a["qvel"], "qvel")
+        return case.array("world_steps", a["world_steps"]).array("terminated", a["terminated"]).array(
+            "truncated", a["truncated"])
+    case = emu.Case(op, W=a["qpos"].shape[0], K=a["init_qpos"].shape[0], nq=a["qpos"].shape[1],
+                    nv=a["qvel"].shape[1], seed=a["seed"] % 2 ** 64 - (2 ** 64 if a["seed"] % 2 ** 64 >= 2 ** 63
+                                                                        else 0))
+    case.strided("qpos", a["qpos"], "qpos").strided("qvel", a["qvel"], "qvel")
+    for n in ("done", "init_qpos", "init_qvel", "init_frames", "qpos_noise", "qvel_noise", "world_steps", "episodes",
+              "offsets"):
+        case.array(n, a[n])
+    return case
+
+
+def _episode_outputs(op: str, a: dict) -> dict:
+    """An op's outputs as the driver saves them (a strided output: its whole base buffer)."""
+    names = {"motion_at": ["out"], "scatter_actions": ["ctrl"], "gather_columns": ["out"],
+             "episode_step": ["world_steps", "terminated", "truncated"],
+             "reset_worlds": ["qpos", "qvel", "world_steps", "episodes", "offsets"]}[op]
+    return {n: emu.base_of(a[n])[0] if a[n].dim() == 2 else a[n].numpy() for n in names}
+
+
+def _corrupt(op: str, a: dict) -> dict:
+    """Index arguments out of range, as a write through a Warp alias during capture could leave
+    them (the host check never ran): the kernels must skip them, never write out of bounds."""
+    if op == "scatter_actions":
+        a["act_ids"] = a["act_ids"].clone()
+        a["act_ids"][0], a["act_ids"][-1] = -1, a["ctrl"].shape[1]
+    if op == "gather_columns":
+        a["columns"] = a["columns"].clone()
+        a["columns"][0] = torch.tensor([len(a["sources"]), 0])
+        a["columns"][1] = torch.tensor([0, a["sources"][0].shape[1]])
+        a["columns"][2] = torch.tensor([-1, -1])
+    return a
+
+
+def _expect_valid_entries(op: str, a: dict) -> None:
+    """What a kernel writes for _corrupt's arguments: the valid entries alone, in place."""
+    if op == "scatter_actions":
+        ok = slice(1, a["act_ids"].shape[0] - 1)
+        flycuda.ops.scatter_actions(a["actions"][:, ok], a["act_ids"][ok].contiguous(),
+                                    a["action_map"][:, ok].contiguous(), a["ctrl"])
+    else:
+        flycuda.ops.gather_columns(a["sources"], a["columns"][3:].contiguous(), a["out"][:, 3:])
+
+
+def _episode_cases():
+    for op, W, kind, seed in itertools.product(EPISODE_OPS, (1, 37, 300), ("contiguous", "transposed"), (0, 1, 2)):
+        yield op, W, kind, seed, False
+    yield "scatter_actions", 40, "row_stride", 1, True
+    yield "gather_columns", 40, "row_stride", 1, True
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_episode_ops(sanitizer):
+    """Every episode kernel on the emulated grid: bit for bit the CPU op (partial blocks,
+    strided views, NaN and inf inputs, both frame kinds, corrupted ids skipped)."""
+    params, cases, expected = list(_episode_cases()), [], []
+    for op, W, kind, seed, corrupt in params:
+        a = episode_args(op, W, kind, seed)
+        a = _corrupt(op, a) if corrupt else a
+        cases.append(_episode_case(op, clone_args(a)))
+        cpu = clone_args(a)
+        if corrupt:  # the expected result: only the valid entries written (the CPU op would refuse the ids)
+            _expect_valid_entries(op, cpu)
+        elif op == "motion_at":
+            flycuda.ops.motion_at(cpu["frames"], cpu["world_steps"], cpu["out"], offsets=cpu["offsets"],
+                                  frames_per_step=cpu["frames_per_step"], mode=cpu["mode"])
+        elif op == "episode_step":
+            flycuda.ops.episode_step(cpu["world_steps"], cpu["qpos"], cpu["qvel"], cpu["terminated"],
+                                     cpu["truncated"], root_adr=cpu["root_adr"], min_height=cpu["min_height"],
+                                     max_height=cpu["max_height"], min_up=cpu["min_up"], max_steps=cpu["max_steps"])
+        else:
+            getattr(flycuda.ops, op)(**cpu)
+        expected.append((op, _episode_outputs(op, cpu)))
+    emu.run(cases, sanitizer)
+    for p, case, (op, want) in zip(params, cases, expected):
+        for name, w in want.items():
+            got = case.out[name].reshape(-1).numpy()
+            assert got.tobytes() == w.reshape(-1).tobytes(), f"{name} differs from the CPU op: {p}"
+
+
 # Lines that no valid input reaches (kept as defensive code).
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
@@ -823,7 +939,7 @@ def test_cases_execute_every_kernel_line():
     if not missed:
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
-                 "kernels/pool_ommatidia.cuh",
+                 "kernels/pool_ommatidia.cuh", "kernels/episode.cuh",
                  "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"

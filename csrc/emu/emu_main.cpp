@@ -11,6 +11,7 @@
 // Exit status: 0 when every case ran; a sanitizer report or an emulator error
 // (e.g. a divergent __syncthreads) aborts with its message.
 #include "kernels/advance_step.cuh"
+#include "kernels/episode.cuh"
 #include "kernels/motion_to_ctrl.cuh"
 #include "kernels/pool_ommatidia.cuh"
 #include "kernels/record.cuh"
@@ -84,6 +85,8 @@ void with_index_type(const Array& a, F&& f) {
   else if (a.descr == "<i8") f(static_cast<int64_t*>(nullptr));
   else throw std::runtime_error("index dtype must be int32 or int64, got " + a.descr);
 }
+#include "emu/episode_cases.h"  // the episode family (needs Case and with_index_type)
+
 
 // As csrc/cuda/motion_to_ctrl.cu: the launch plan of csrc/kernels/motion_to_ctrl.cuh
 // (fused with the advance when the counter carries the hidden ticket, else followed
@@ -377,6 +380,11 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"pool_ommatidia", run_pool_ommatidia},
       {"pool_quotients", run_pool_quotients},
       {"record", run_record},
+      {"motion_at", run_motion_at},
+      {"scatter_actions", run_scatter_actions},
+      {"gather_columns", run_gather_columns},
+      {"episode_step", run_episode_step},
+      {"reset_worlds", run_reset_worlds},
       {"render_tiles", run_render_tiles},
   };
   return table;

@@ -8,11 +8,12 @@ sequence of them can be captured once and replayed every simulation step.
 Shapes: W worlds, T recorded frames, D driven DOFs, nu controls, nq positions,
 R recorded samples. One module per kernel family (csrc/<family>.cpp):
 :mod:`.step` (the counter), :mod:`.targets`, :mod:`.record`, :mod:`.render`,
-:mod:`.pool`; :mod:`.launch_plan` mirrors the C++ launch constants and
+:mod:`.pool`, :mod:`.episode` (a batched environment's step); :mod:`.launch_plan` mirrors the C++ launch constants and
 :mod:`.spline` computes the cubic pieces :func:`spline_to_ctrl` reads.
 """
 
 from .. import _ext  # noqa: F401  (loads flycuda._C: the schemas exist before the fakes register)
+from .episode import action_map, episode_step, gather_columns, motion_at, reset_worlds, scatter_actions
 from .pool import pool_ommatidia
 from .record import record_chunk, record_qpos
 from .render import render_tiles, render_tiles_args
@@ -21,4 +22,5 @@ from .step import advance_step, new_step_counter
 from .targets import MODES, motion_to_ctrl, spline_to_ctrl
 
 __all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "new_step_counter", "record_qpos", "record_chunk",
-           "render_tiles", "render_tiles_args", "pool_ommatidia", "spline_coeffs", "SplineError", "MODES"]
+           "render_tiles", "render_tiles_args", "pool_ommatidia", "spline_coeffs", "SplineError", "MODES",
+           "motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds", "action_map"]
