@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = ["FlycudaError", "BridgeError", "FlyGymError", "MotionError", "SplineError", "ObservableError",
            "StoreError", "RecordingError", "RenderError", "SceneError", "VisionError", "ReplayError",
-           "CaptureError", "CaptureAllocationError"]
+           "CaptureError", "CaptureAllocationError", "EnvError"]
 
 
 class FlycudaError(ValueError):
@@ -79,3 +79,10 @@ class VisionError(FlycudaError):
 
 class ReplayError(FlycudaError):
     """Bad replay settings (worlds, duration, offsets, ...)."""
+
+
+# --- env ------------------------------------------------------------------------------
+
+class EnvError(FlycudaError):
+    """Bad environment settings or input (unknown task, model or observation; actions of the
+    wrong shape, dtype or device, or not finite)."""

@@ -1,0 +1,100 @@
+"""Batched fly environments on the device: a controller in every world.
+
+    import flycuda.env
+
+    env = flycuda.env.make("imitate", worlds=64)          # the hexapod's tripod gait; "walk" too
+    obs, info = env.reset(seed=0)
+    for _ in range(100):
+        actions = obs[:, env.obs_slice("reference")]     # the reference policy (any [W, A] float32 tensor)
+        obs, rewards, terminations, truncations, info = env.step(actions)
+
+:func:`make` returns a :class:`FlyVecEnv`, a ``gymnasium.vector.VectorEnv`` whose
+arrays are torch tensors on the sim's device (as Isaac Lab's and mjlab's), autoreset
+in the same step. Per-world step counters, terminations, observations, actions and
+resets are flycuda ops (:mod:`flycuda.ops.episode`), and the whole control step is one
+CUDA graph on a GPU. Tasks: :mod:`flycuda.env.tasks`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import EnvError
+from ..sim.mjwarp import Sim
+from ..sim.worlds import NAMED_MODELS, build_worlds, is_flygym_model, own_motion, replay_defaults
+from .core import FlyVecEnv, decimation_of
+from .layout import GROUPS
+from .tasks import TASKS, Imitate, Task, Walk
+
+__all__ = ["make", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "GROUPS"]
+
+
+def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=None, control_dt: float | None = None,
+         max_episode_steps: int = 500, vision: str | None = None, seed: int = 0, observe=None, sim: Sim | None = None,
+         act_ids: torch.Tensor | None = None, motion=None, check_actions: bool = True, graph: bool | None = None,
+         **task_options) -> FlyVecEnv:
+    """A batched environment of ``worlds`` flies doing ``task``.
+
+    Args:
+        task: a task's name (:data:`TASKS`: "imitate", "walk") or a :class:`Task`.
+        worlds: how many worlds (ignored when ``sim`` is given: its worlds).
+        model: "hexapod" (built in), "neuromechfly" or "neuromechfly-capsules" (FlyGym); with
+            ``sim``, the model that sim holds (NeuroMechFly: cubic targets, mm).
+        device: "cpu", "cuda" or None (CUDA when flycuda can run there).
+        control_dt: seconds per control step, a whole multiple of the timestep (default 10
+            physics steps: 5 ms on the hexapod, 1 ms on NeuroMechFly).
+        max_episode_steps: control steps before an episode is truncated (0: never).
+        vision: None, "exact" or "fast:K": both eyes' readouts join the observations
+            (NeuroMechFly; FlyGym's retina).
+        seed: the initial states' draws (reset(seed=) changes it).
+        observe: observation groups (:data:`GROUPS`), default the task's.
+        sim, act_ids, motion: an existing :class:`flycuda.sim.Sim` (e.g. ``flycuda.flygym.wrap``
+            of FlyGym's GPUSimulation), its driven actuators and the recording to imitate.
+        check_actions: refuse non-finite actions (one host sync per step on CUDA).
+        graph: capture the control step into a CUDA graph (default: on CUDA).
+        task_options: the task's own (e.g. ``noise=``, ``init=``, ``sigma=``).
+
+    Raises:
+        EnvError: an unknown task, model or observation, or a setting out of range (one line
+            naming the valid ones).
+    """
+    t = _task(task, task_options)
+    nmf = is_flygym_model(model)
+    if sim is None:
+        if model not in NAMED_MODELS:
+            raise EnvError(f"unknown model {model!r}; the models are: {', '.join(NAMED_MODELS)}")
+        if not isinstance(worlds, int) or isinstance(worlds, bool) or worlds < 1:
+            raise EnvError(f"worlds must be a positive integer, got {worlds!r}")
+        ws = build_worlds(model, worlds, device, vision=vision is not None)
+        sim = ws.sim
+        motion = motion if motion is not None else own_motion(ws)
+        act_ids = act_ids if act_ids is not None else ws.act_ids
+    if motion is None and t.needs_motion:
+        raise EnvError(f"task {t.name!r} imitates a recording: pass motion= with sim=")
+    names = motion.dof_names if motion is not None else None
+    if act_ids is None:
+        if names is None:
+            raise EnvError("pass act_ids= (the driven actuators) or motion= (matched by its DOF names)")
+        act_ids = sim.actuator_ids(names)
+    if names is None:
+        names = tuple(f"actuator{int(a)}" for a in act_ids.tolist())
+    interp = replay_defaults(model if nmf else None, own=True)[0]
+    if not isinstance(max_episode_steps, int) or max_episode_steps < 0:
+        raise EnvError(f"max_episode_steps must be an integer >= 0, got {max_episode_steps!r}")
+    return FlyVecEnv(t, sim, act_ids, names, motion=motion, interp=interp, frame_mode="clamp" if nmf else "loop",
+                     decimation=decimation_of(control_dt, sim.timestep), max_episode_steps=max_episode_steps,
+                     observe=observe, vision=vision, seed=seed, check_actions=check_actions,
+                     model_unit="mm" if nmf else "m", graph=graph)
+
+
+def _task(task, options) -> Task:
+    if isinstance(task, Task):
+        if options:
+            raise EnvError(f"task options {sorted(options)} go to the task's constructor, not with a Task object")
+        return task
+    if task not in TASKS:
+        raise EnvError(f"unknown task {task!r}; the tasks are: {', '.join(TASKS)}")
+    try:
+        return TASKS[task](**options)
+    except TypeError as e:
+        raise EnvError(f"task {task!r}: {e}") from None

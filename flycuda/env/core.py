@@ -1,0 +1,287 @@
+"""The batched fly environment: every world's control step on the device.
+
+One control step (:meth:`FlyVecEnv.step`) is, for all worlds at once::
+
+    scatter_actions (actions -> ctrl)  ->  n x mjw.step  ->  episode_step (counters, ends)
+    -> observe (motion_at, gather_columns[, the eyes])  ->  task.reward  ->  done = ended
+    -> final_obs = obs  ->  mjw.reset_data(reset=done)  ->  reset_worlds(done)  ->  observe
+
+On CUDA it is captured once into a CUDA graph (after one eager step: Warp compiles its
+kernels on first use) and each later step is one graph launch on torch's current stream:
+no allocation and, with ``check_actions=False``, no host sync. On the CPU the same code
+runs eagerly on Warp's CPU device. Every returned tensor is a buffer of the environment,
+refilled in place by the next call: ``clone()`` what you keep.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from .. import ops
+from ..errors import EnvError, VisionError
+from ..sim import streams
+from .layout import SOURCES, FlyLayout, columns_of
+
+__all__ = ["FlyVecEnv"]
+
+
+class FlyVecEnv(VectorEnv):
+    """A gymnasium vector environment of ``sim.nworld`` flies (see :func:`flycuda.env.make`).
+
+    Observations, rewards, terminations and truncations are torch tensors on the sim's
+    device ([W, O] float32, [W] float32, [W] bool, [W] bool). Autoreset is
+    ``AutoresetMode.SAME_STEP``: a world whose episode ended in a step is reset inside it;
+    the step returns its new episode's first observation, and ``info["final_obs"]`` [W, O]
+    holds the last observation of every world's episode in the rows ``info["_final_obs"]``
+    marks. ``obs_names`` names every observation column.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(self, task, sim, act_ids: torch.Tensor, names, *, motion=None, interp: str = "linear",
+                 frame_mode: str = "loop", decimation: int = 1, max_episode_steps: int = 1000, observe=None,
+                 vision: str | None = None, seed: int = 0, check_actions: bool = True, model_unit: str = "m",
+                 graph: bool | None = None):
+        self.task, self.sim, self.motion, self.frame_mode = task, sim, motion, frame_mode
+        self.num_envs, self.device, self.model_unit = sim.nworld, sim.device, model_unit
+        self.decimation, self.max_episode_steps, self.seed_value = decimation, max_episode_steps, int(seed)
+        self.check_actions = check_actions
+        self.layout = FlyLayout.of(sim, act_ids.to(sim.device), names)
+        W, A, dev = self.num_envs, len(names), self.device
+        self._vision = self._make_vision(vision)
+        self._buffers(W, A, dev, motion, interp)
+        groups = tuple(observe) if observe is not None else task.observe + (("vision",) if vision else ())
+        if "vision" in groups and self._vision is None:
+            raise EnvError("observation 'vision' needs vision='exact' or 'fast:K' (and a fly with eyes)")
+        if ("reference" in groups or "phase" in groups or task.needs_motion) and motion is None:
+            raise EnvError(f"task {task.name!r} and observations 'reference'/'phase' need a recording (motion=)")
+        self.obs_names, table = columns_of(self.layout, groups, self._num_ommatidia())
+        sizes = [len(self.layout.group(g, self._num_ommatidia())) for g in groups]
+        ends = np.cumsum(sizes).tolist()
+        self._groups = {g: slice(e - n, e) for g, n, e in zip(groups, sizes, ends)}
+        self._columns = table.to(dev)
+        self._angle_columns = columns_of(self.layout, ("joints",))[1].to(dev)
+        self.obs = torch.zeros(W, len(self.obs_names), device=dev)
+        self.final_obs = torch.zeros_like(self.obs)
+        self._forces = "forces" in groups
+        self._init_states()
+        task.setup(self)
+        self._spaces(W, A)
+        self._graph, self._use_graph = None, (dev.type == "cuda") if graph is None else bool(graph)
+        self._steps_run = 0
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _make_vision(self, vision):
+        if vision is None:
+            return None
+        mode, _, k = str(vision).partition(":")
+        if mode not in ("exact", "fast") or (mode == "exact" and k) or (mode == "fast" and not k.isdigit()):
+            raise EnvError(f"vision must be None, 'exact' or 'fast:K' (K rays per ommatidium), got {vision!r}")
+        from ..vision import Vision  # noqa: PLC0415  (the renderer loads only when eyes are asked for)
+
+        try:
+            return Vision(self.sim, mode=mode, k=int(k) if k else 4)
+        except VisionError as e:
+            raise EnvError(f"vision={vision!r}: {e}") from None
+
+    def _num_ommatidia(self) -> int:
+        return self._vision.map.num_ommatidia if self._vision is not None else 0
+
+    def _buffers(self, W, A, dev, motion, interp) -> None:
+        self.actions = torch.zeros(W, A, device=dev)
+        self.rewards = torch.zeros(W, device=dev)
+        self.terminated, self.truncated, self.done = (torch.zeros(W, dtype=torch.bool, device=dev) for _ in range(3))
+        self.world_steps = torch.zeros(W, dtype=torch.int64, device=dev)
+        self.episodes = torch.zeros(W, dtype=torch.int64, device=dev)
+        self.offsets = torch.zeros(W, dtype=torch.float64, device=dev)
+        self.reference = torch.zeros(W, A, device=dev)
+        self.angles = torch.zeros(W, A, device=dev)
+        self.phase = torch.zeros(W, 1, device=dev)
+        self._phase64 = torch.zeros(W, dtype=torch.float64, device=dev)
+        self.frames = None
+        if motion is not None:
+            if motion.angles.dim() != 2 and motion.angles.shape[0] != 1:
+                raise EnvError("the environment's recording must be one clip [T, D] shared by every world")
+            self.frames = (motion.spline() if interp == "cubic" else motion.as_buffer()).to(dev)
+            # frames per control step: fps x (timestep x n), which for n = 1 is the replay's fps x timestep
+            self.frames_per_step = motion.fps * (self.sim.timestep * self.decimation)
+        lo, hi = self.layout.ctrl_range
+        self.action_map = ops.action_map(1.0, 0.0, lo, hi, device=dev)
+        import warp as wp  # noqa: PLC0415  (loaded with the sim)
+
+        self._done_wp = wp.from_torch(self.done, dtype=wp.bool)
+        views = [self.sim.view(f) for f in ("qpos", "qvel", "ctrl")]
+        vis = self._vision.readouts.view(W, -1) if self._vision is not None else torch.zeros(W, 1, device=dev)
+        self._sources = views + [self.reference, self.phase, self.sim.view("actuator_force"), vis]
+        assert len(self._sources) == len(SOURCES)
+
+    def _init_states(self) -> None:
+        frames = self.task.init_frames(self)
+        qpos, qvel = self.task.initial_states(self, frames)
+        qn, vn = self.task.noise_scales(self)
+        dev = self.device
+        self._init = [qpos.to(dev), qvel.to(dev), frames.to(dev), qn.to(dev), vn.to(dev)]
+        rules = self.task.rules(self, start_height=float(qpos[0, self.layout.root_adr + 2]))
+        self._rules = dict(root_adr=self.layout.root_adr, max_steps=self.max_episode_steps, **rules)
+
+    def _spaces(self, W, A) -> None:
+        lo, hi = (x.cpu().numpy().astype(np.float32) for x in self.layout.ctrl_range)
+        O = len(self.obs_names)
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (O,), np.float32)
+        self.single_action_space = gym.spaces.Box(lo, hi, (A,), np.float32)
+        self.observation_space = batch_space(self.single_observation_space, W)
+        self.action_space = batch_space(self.single_action_space, W)
+
+    # -- the device step -----------------------------------------------------------------------
+    def _observe(self) -> None:
+        """Reference, phase, eyes, then every observation column (all worlds)."""
+        if self.frames is not None:
+            ops.motion_at(self.frames, self.world_steps, self.reference, offsets=self.offsets,
+                          frames_per_step=self.frames_per_step, mode=self.frame_mode)
+            T = float(self.motion.num_frames)
+            p = self._phase64.copy_(self.world_steps).mul_(self.frames_per_step).add_(self.offsets)
+            p.remainder_(T) if self.frame_mode == "loop" else p.clamp_(0.0, T - 1.0)
+            self.phase[:, 0].copy_(p.div_(T))
+        if self._vision is not None:
+            self.sim.kinematics()
+            self._vision.update()
+        ops.gather_columns(self._sources, self._angle_columns, self.angles)
+        ops.gather_columns(self._sources, self._columns, self.obs)
+
+    def _reset_done(self) -> None:
+        """A new episode in every world marked in ``done`` (MuJoCo Warp's reset, then ours)."""
+        with self.sim._wp.ScopedDevice(self.sim.wp_device):
+            self.sim._mjw.reset_data(self.sim.model, self.sim.data, reset=self._done_wp)
+        qpos, qvel = self.sim.view("qpos"), self.sim.view("qvel")
+        ops.reset_worlds(self.done, *self._init, self.seed_value, qpos, qvel, self.world_steps, self.episodes,
+                         self.offsets)
+        if self._forces:
+            self.sim.view("actuator_force").masked_fill_(self.done.unsqueeze(1), 0.0)
+
+    def _advance(self) -> None:
+        """One control step of every world (capturable: in-place ops on fixed buffers)."""
+        ops.scatter_actions(self.actions, self.layout.act_ids, self.action_map, self.sim.view("ctrl"))
+        for _ in range(self.decimation):
+            self.sim.step()
+        ops.episode_step(self.world_steps, self.sim.view("qpos"), self.sim.view("qvel"), self.terminated,
+                         self.truncated, **self._rules)
+        self._observe()
+        self.task.reward(self)
+        torch.logical_or(self.terminated, self.truncated, out=self.done)
+        self.final_obs.copy_(self.obs)
+        if self._use_graph or bool(self.done.any()):  # the CPU skips both when no world ended (no sync there)
+            self._reset_done()
+            self._observe()
+
+    # -- gymnasium's API ----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Starts a new episode in every world; returns ``(obs, info)``.
+
+        ``seed`` fixes the initial states' draws (with it, the same sequence of actions gives
+        the same run). ``options={"start_frames": [W]}`` starts world w at frame
+        ``start_frames[w]`` of the recording, without noise (as a replay's offsets)."""
+        if seed is not None:
+            self.seed_value = int(seed)
+            self.action_space.seed(int(seed))
+            self._graph = None  # the seed is part of the captured reset
+        self.episodes.zero_()
+        self.done.fill_(True)
+        self._reset_done()
+        if options and "start_frames" in options:
+            self._start_at(options["start_frames"])
+        self.world_steps.zero_()
+        self.terminated.zero_()
+        self.truncated.zero_()
+        self.done.zero_()
+        self._observe()
+        return self.obs, {}
+
+    def _start_at(self, start_frames) -> None:
+        f = torch.as_tensor(start_frames, dtype=torch.float64).reshape(-1)
+        if f.shape[0] != self.num_envs or not torch.isfinite(f).all():
+            raise EnvError(f"options['start_frames'] must be {self.num_envs} finite frame positions, got "
+                           f"{tuple(f.shape)}")
+        qpos, qvel = self.task.initial_states(self, f)
+        self.sim.view("qpos").copy_(qpos.to(self.device))
+        self.sim.view("qvel").copy_(qvel.to(self.device))
+        self.offsets.copy_(f.to(self.device))
+
+    def step(self, actions: torch.Tensor):
+        """One control step of every world: ``(obs, rewards, terminations, truncations, info)``.
+
+        ``actions``: float32 [W, A] on the environment's device (the driven joints' target
+        angles in rad; clamped to the actuators' ranges), or a float32 numpy array (as
+        ``action_space.sample()`` gives; copied to the device). Checked before anything runs:
+        shape, dtype, device and, with ``check_actions`` (the default), that every entry is
+        finite (on CUDA one host sync; with it off a NaN action is clamped to the range's
+        low end)."""
+        actions = self._check(actions)
+        self.actions.copy_(actions)
+        if self._graph is not None:
+            with torch.cuda.device(self.device):
+                wp = self.sim._wp
+                wp.capture_launch(self._graph, stream=wp.stream_from_torch(torch.cuda.current_stream(self.device)))
+        else:
+            self._advance()
+            if self._use_graph:
+                self._capture()
+        self._steps_run += 1
+        info = {"final_obs": self.final_obs, "_final_obs": self.done}
+        return self.obs, self.rewards, self.terminated, self.truncated, info
+
+    def _capture(self) -> None:
+        """Captures :meth:`_advance` into a CUDA graph (after its first eager run)."""
+        with streams.shared_stream(self.device):
+            self._graph = streams.capture_graph(self._advance, self.sim.wp_device)
+
+    def _check(self, actions) -> torch.Tensor:
+        W, A = self.actions.shape
+        if isinstance(actions, np.ndarray) and actions.dtype == np.float32:  # gymnasium's samples: copied over
+            actions = torch.from_numpy(actions).to(self.device)
+        if not isinstance(actions, torch.Tensor):
+            raise EnvError(f"actions must be a torch tensor float32 [{W}, {A}] on {self.device}, got "
+                           f"{type(actions).__name__}")
+        if tuple(actions.shape) != (W, A) or actions.dtype != torch.float32 or actions.device != self.device:
+            raise EnvError(f"actions must be float32 [{W}, {A}] on {self.device}, got {actions.dtype} "
+                           f"{list(actions.shape)} on {actions.device}")
+        if self.check_actions and not bool(torch.isfinite(actions).all()):
+            bad = (~torch.isfinite(actions)).any(dim=1).nonzero().flatten().tolist()
+            raise EnvError(f"actions hold non-finite values (worlds {bad[:10]}{' ...' if len(bad) > 10 else ''}); "
+                           f"nothing was stepped")
+        return actions
+
+    def close(self, **kwargs) -> None:
+        """Drops the captured graph (the worlds stay usable through ``sim``)."""
+        self._graph = None
+
+    def obs_slice(self, group: str) -> slice:
+        """The columns of observation group ``group`` in ``obs`` (e.g. ``obs[:, env.obs_slice("reference")]``)."""
+        if group not in self._groups:
+            raise EnvError(f"this environment observes no {group!r}; it observes: {', '.join(self._groups)}")
+        return self._groups[group]
+
+    @property
+    def control_dt(self) -> float:
+        """Seconds of simulated time per control step."""
+        return self.sim.timestep * self.decimation
+
+    def __repr__(self) -> str:
+        return (f"FlyVecEnv(task={self.task.name!r}, worlds={self.num_envs}, device={self.device}, "
+                f"obs={len(self.obs_names)}, actions={self.actions.shape[1]}, control_dt={self.control_dt:g} s)")
+
+
+def decimation_of(control_dt: float | None, timestep: float) -> int:
+    """Physics steps per control step for ``control_dt`` seconds (a whole multiple of the
+    timestep; None: 10 steps)."""
+    if control_dt is None:
+        return 10
+    n = control_dt / timestep
+    if not (math.isfinite(n) and n >= 1 and abs(n - round(n)) < 1e-6):
+        raise EnvError(f"control_dt must be a whole multiple of the timestep ({timestep:g} s), got {control_dt!r}")
+    return int(round(n))

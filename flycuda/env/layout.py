@@ -1,0 +1,100 @@
+"""Where a fly's state lives in MuJoCo's arrays, and the observation columns an
+environment can gather from it (one table: names, sources, columns)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import mujoco
+import torch
+
+from ..errors import EnvError
+
+# The observation groups, in the order they appear when asked for, with what each holds.
+GROUPS = {
+    "joints": "the driven joints' angles (rad)",
+    "joint_vel": "the driven joints' velocities (rad/s)",
+    "thorax_height": "the root body's height (the model's length unit)",
+    "thorax_quat": "the root body's orientation, a unit quaternion (w, x, y, z)",
+    "thorax_vel": "the root body's linear (world frame) and angular velocity",
+    "reference": "the recording's pose at the world's own step (rad): the next action that imitates it",
+    "phase": "the world's position in the recording, in [0, 1)",
+    "action": "the controls the last action set (rad; 0 after a reset)",
+    "forces": "the driven actuators' forces in the last physics step (0 after a reset)",
+    "vision": "both eyes' ommatidia readouts [2, O, 2], flattened (needs a model with eyes)",
+}
+
+# The sources gather_columns reads, in this order (the index is the source id).
+SOURCES = ("qpos", "qvel", "ctrl", "reference", "phase", "actuator_force", "vision")
+
+
+@dataclass
+class FlyLayout:
+    """A fly's addresses: its free (root) joint in qpos/qvel and, per driven actuator,
+    the joint's qpos and qvel address. ``names`` are the driven DOFs' names."""
+
+    act_ids: torch.Tensor          # int32 [A]: the driven actuators
+    names: tuple[str, ...]         # [A]
+    qpos_adrs: list[int]           # [A]
+    dof_adrs: list[int]            # [A]
+    root_adr: int                  # qpos address of the free joint
+    root_dof: int                  # its qvel address
+    ctrl_range: torch.Tensor       # float32 [2, A]: low, high
+    columns: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, sim, act_ids: torch.Tensor, names) -> "FlyLayout":
+        mjm = sim.mjm
+        free = [j for j in range(mjm.njnt) if int(mjm.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_FREE)]
+        if not free:
+            raise EnvError("the model has no free joint: an environment needs a body that moves freely (the fly)")
+        qadr, dadr = [], []
+        for a in [int(i) for i in act_ids.cpu()]:
+            if int(mjm.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_JOINT):
+                raise EnvError(f"actuator {a} drives no joint: the environment's actions drive joints")
+            j = int(mjm.actuator_trnid[a, 0])
+            qadr.append(int(mjm.jnt_qposadr[j]))
+            dadr.append(int(mjm.jnt_dofadr[j]))
+        ids = act_ids.long().cpu()
+        rng = torch.as_tensor(mjm.actuator_ctrlrange, dtype=torch.float32)[ids].t().contiguous()
+        limited = torch.as_tensor(mjm.actuator_ctrllimited, dtype=torch.bool)[ids]
+        rng[0] = torch.where(limited, rng[0], torch.full_like(rng[0], -float("inf")))
+        rng[1] = torch.where(limited, rng[1], torch.full_like(rng[1], float("inf")))
+        return cls(act_ids, tuple(names), qadr, dadr, int(mjm.jnt_qposadr[free[0]]), int(mjm.jnt_dofadr[free[0]]),
+                   rng)
+
+    def group(self, name: str, num_ommatidia: int = 0) -> list[tuple[str, int, int]]:
+        """The columns of observation group ``name``: (column name, source id, column)."""
+        src = {s: i for i, s in enumerate(SOURCES)}
+        if name == "joints":
+            return [(f"joint:{n}", src["qpos"], a) for n, a in zip(self.names, self.qpos_adrs)]
+        if name == "joint_vel":
+            return [(f"joint_vel:{n}", src["qvel"], a) for n, a in zip(self.names, self.dof_adrs)]
+        if name == "thorax_height":
+            return [("thorax:z", src["qpos"], self.root_adr + 2)]
+        if name == "thorax_quat":
+            return [(f"thorax:q{c}", src["qpos"], self.root_adr + 3 + i) for i, c in enumerate("wxyz")]
+        if name == "thorax_vel":
+            return [(f"thorax:{c}", src["qvel"], self.root_dof + i)
+                    for i, c in enumerate(("vx", "vy", "vz", "wx", "wy", "wz"))]
+        if name == "reference":
+            return [(f"reference:{n}", src["reference"], d) for d, n in enumerate(self.names)]
+        if name == "phase":
+            return [("phase", src["phase"], 0)]
+        if name == "action":
+            return [(f"action:{n}", src["ctrl"], int(a)) for n, a in zip(self.names, self.act_ids.tolist())]
+        if name == "forces":
+            return [(f"force:{n}", src["actuator_force"], int(a)) for n, a in zip(self.names, self.act_ids.tolist())]
+        if name == "vision":
+            return [(f"vision:{eye}:{o}:{'yp'[c]}", src["vision"], (e * num_ommatidia + o) * 2 + c)
+                    for e, eye in enumerate(("left", "right")) for o in range(num_ommatidia) for c in range(2)]
+        raise EnvError(f"unknown observation {name!r}; the observations are: {', '.join(GROUPS)}")
+
+
+def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0) -> tuple[list[str], torch.Tensor]:
+    """The names and the int32 [O, 2] (source, column) table of observation ``groups``."""
+    rows = [c for g in groups for c in layout.group(g, num_ommatidia)]
+    if len({g for g in groups}) != len(list(groups)):
+        raise EnvError(f"an observation group is named twice: {list(groups)}")
+    table = torch.tensor([[s, c] for _, s, c in rows], dtype=torch.int32).reshape(-1, 2)
+    return [n for n, _, _ in rows], table

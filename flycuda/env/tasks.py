@@ -1,0 +1,168 @@
+"""The tasks of :mod:`flycuda.env`: what a world starts from, what it observes by
+default, when it falls, and its reward, each written in its docstring.
+
+A task's :meth:`Task.reward` writes ``env.rewards`` in place with torch's in-place
+and ``out=`` ops on buffers it allocates in :meth:`Task.setup` (no allocation, no
+host sync), so it is captured into the environment's CUDA graph with the rest of a
+step. Units are the model's (hexapod: m; NeuroMechFly: mm), angles in rad.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..errors import EnvError
+from ..ops import motion_at
+
+__all__ = ["Task", "Imitate", "Walk", "TASKS"]
+
+
+class Task:
+    """The parts of an environment a task decides. Subclasses set ``name`` and
+    ``observe`` (the default observation groups, :data:`flycuda.env.layout.GROUPS`)."""
+
+    name = ""
+    observe: tuple[str, ...] = ()
+    needs_motion = False
+
+    def __init__(self, *, init: str = "reference", noise: float = 0.02, min_up: float = 0.0,
+                 height_range: tuple[float, float] = (0.3, 3.0)):
+        if init not in ("reference", "default"):
+            raise EnvError(f"init must be 'reference' (poses of the recording at random phases) or 'default' "
+                           f"(the model's qpos0), got {init!r}")
+        if not (noise >= 0 and math.isfinite(noise)):
+            raise EnvError(f"noise must be a finite number >= 0 (rad), got {noise!r}")
+        lo, hi = height_range
+        if not (0 <= lo < hi):
+            raise EnvError(f"height_range must be (low, high) fractions of the start height, 0 <= low < high, "
+                           f"got {height_range!r}")
+        self.init, self.noise, self.min_up, self.height_range = init, float(noise), float(min_up), (lo, hi)
+
+    # -- the start of an episode -------------------------------------------------------
+    def init_frames(self, env) -> torch.Tensor:
+        """float64 [K]: the recording frames the K initial states are taken at."""
+        if self.init == "default" or env.motion is None:
+            return torch.zeros(1, dtype=torch.float64)
+        T = env.motion.num_frames
+        K = min(T, 64)
+        return torch.floor(torch.arange(K, dtype=torch.float64) * (T / K))
+
+    def initial_states(self, env, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(qpos [K, nq], qvel [K, nv]) float32 of the states that start at ``frames``: the
+        model's qpos0 with, for ``init="reference"``, the driven joints at the recording's
+        pose there (motion_at: the same values the reference observation shows)."""
+        K, mjm, lay = frames.shape[0], env.sim.mjm, env.layout
+        qpos = torch.as_tensor(mjm.qpos0, dtype=torch.float32).repeat(K, 1)
+        qvel = torch.zeros(K, mjm.nv, dtype=torch.float32)
+        if self.init == "reference" and env.motion is not None:
+            pose = torch.empty(K, len(lay.names), dtype=torch.float32)
+            motion_at(env.frames.cpu(), torch.zeros(K, dtype=torch.int64), pose, offsets=frames.clone(),
+                      mode=env.frame_mode)  # the recording is shared by all worlds: [1, T, ...]
+            qpos[:, lay.qpos_adrs] = pose
+        return qpos, qvel
+
+    def noise_scales(self, env) -> tuple[torch.Tensor, torch.Tensor]:
+        """(qpos_noise [nq], qvel_noise [nv]): ``noise`` rad on the driven joints' angles,
+        10x that in rad/s on their velocities, nothing on the root."""
+        qn = torch.zeros(env.sim.mjm.nq, dtype=torch.float32)
+        vn = torch.zeros(env.sim.mjm.nv, dtype=torch.float32)
+        qn[env.layout.qpos_adrs] = self.noise
+        vn[env.layout.dof_adrs] = 10 * self.noise
+        return qn, vn
+
+    def rules(self, env, start_height: float) -> dict:
+        """episode_step's pose rules: the root between ``height_range`` times its start
+        height, its up axis' z at least ``min_up`` (0: not past 90 degrees of tilt)."""
+        lo, hi = self.height_range
+        return dict(min_height=lo * start_height, max_height=hi * start_height, min_up=self.min_up)
+
+    # -- the reward ------------------------------------------------------------------------
+    def setup(self, env) -> None:
+        """Allocates the reward's buffers (once)."""
+
+    def reward(self, env) -> None:  # pragma: no cover - every task defines it
+        raise NotImplementedError
+
+
+class Imitate(Task):
+    """Follow the recording (FlyGym's Spotlight clip, or the hexapod's tripod gait) from
+    random phases.
+
+    Each world starts at one of 64 phases of the recording (its joints at the recorded
+    pose, plus ``noise``), and its reference runs on from there at its own step counter.
+    Reward per control step::
+
+        r = exp(-mean_d (q_d - ref_d)^2 / sigma^2)          (sigma = 0.3 rad)
+
+    with q the driven joints' angles after the step and ref the recording at the world's
+    step: 1 for perfect tracking, ~0.37 at a 0.3 rad RMS error. The action is the target
+    angles (rad, clamped to the actuators' ranges); the reference observation is the
+    action that follows the recording.
+    """
+
+    name = "imitate"
+    observe = ("joints", "joint_vel", "thorax_height", "thorax_quat", "thorax_vel", "reference", "phase")
+    needs_motion = True
+
+    def __init__(self, *, sigma: float = 0.3, **kw):
+        super().__init__(**kw)
+        if not (sigma > 0 and math.isfinite(sigma)):
+            raise EnvError(f"sigma must be > 0 rad, got {sigma!r}")
+        self.sigma = float(sigma)
+
+    def setup(self, env) -> None:
+        self._err = torch.empty_like(env.reference)
+
+    def reward(self, env) -> None:
+        torch.sub(env.angles, env.reference, out=self._err)
+        self._err.square_()
+        torch.mean(self._err, 1, out=env.rewards)
+        env.rewards.mul_(-1.0 / self.sigma ** 2).exp_()
+
+
+class Walk(Task):
+    """Walk forward, along the body's own heading.
+
+    Reward per control step::
+
+        r = v_forward / L  -  c_energy * mean_a(action_a^2)  -  c_fall * terminated  +  alive
+
+    with v_forward the root's horizontal velocity along its heading (its x axis projected
+    on the floor), L the body length (hexapod 0.06 m, NeuroMechFly 2.5 mm: body lengths per
+    second), c_energy = 0.05 /rad^2, c_fall = 10, alive = 0.1.
+    """
+
+    name = "walk"
+    observe = ("joints", "joint_vel", "thorax_height", "thorax_quat", "thorax_vel", "action")
+
+    def __init__(self, *, body_length: float | None = None, c_energy: float = 0.05, c_fall: float = 10.0,
+                 alive: float = 0.1, init: str = "default", **kw):
+        super().__init__(init=init, **kw)
+        self.body_length, self.c_energy, self.c_fall, self.alive = body_length, c_energy, c_fall, alive
+
+    def setup(self, env) -> None:
+        W, dev = env.num_envs, env.device
+        self.L = self.body_length or (2.5 if env.model_unit == "mm" else 0.06)
+        self._t = [torch.empty(W, device=dev) for _ in range(3)]
+        self._sq = torch.empty_like(env.actions)
+        q, v, lay = env.sim.view("qpos"), env.sim.view("qvel"), env.layout
+        self._qw, self._qx, self._qy, self._qz = (q[:, lay.root_adr + 3 + i] for i in range(4))
+        self._vx, self._vy = v[:, lay.root_dof], v[:, lay.root_dof + 1]
+
+    def reward(self, env) -> None:
+        fx, fy, norm = self._t
+        fx.copy_(self._qy).mul_(self._qy).addcmul_(self._qz, self._qz).mul_(-2.0).add_(1.0)  # heading x
+        fy.copy_(self._qx).mul_(self._qy).addcmul_(self._qw, self._qz).mul_(2.0)             # heading y
+        norm.copy_(fx).mul_(fx).addcmul_(fy, fy).add_(1e-12).sqrt_()
+        r = env.rewards
+        r.copy_(self._vx).mul_(fx).addcmul_(self._vy, fy).div_(norm).mul_(1.0 / self.L)
+        torch.mul(env.actions, env.actions, out=self._sq)
+        torch.mean(self._sq, 1, out=fx)
+        r.add_(fx, alpha=-self.c_energy)
+        fy.copy_(env.terminated)
+        r.add_(fy, alpha=-self.c_fall).add_(self.alive)
+
+
+TASKS = {t.name: t for t in (Imitate, Walk)}

@@ -1,0 +1,204 @@
+"""flycuda.env: batched fly environments (the built-in hexapod on Warp's CPU device).
+
+The reference policy reproduces the replay bit for bit; autoreset touches only the
+worlds that ended; seeds reproduce; every observation column is the Data it names;
+gymnasium's vector API; bad input raises before anything is stepped."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import flycuda.env as fe
+from flycuda.errors import EnvError
+
+pytestmark = pytest.mark.needs_warp
+DT = 0.0005  # the hexapod's timestep
+
+
+def _ref(env, obs):
+    return obs[:, env.obs_slice("reference")].clone()
+
+
+def test_reference_policy_equals_the_replay():
+    """With actions = the reference observation and one physics step per control step, the
+    joint angles equal replay()'s at every step, bit for bit, for the same worlds and
+    start frames (both start with the joints at the recording's pose there, at rest)."""
+    from flycuda.replay import replay
+
+    W, n = 3, 40
+    frames = torch.tensor([0.0, 101.5, 400.25], dtype=torch.float64)
+    res = replay(worlds=W, offsets=frames, duration=n * DT, mode="loop", progress=False, record="memory",
+                 device="cpu")
+    env = fe.make("imitate", worlds=W, device="cpu", control_dt=DT, noise=0.0, max_episode_steps=0)
+    obs, _ = env.reset(seed=0, options={"start_frames": frames})
+    assert torch.equal(env.angles, res.recorded[:, 0])
+    for k in range(n):
+        obs, *_ = env.step(_ref(env, obs))
+        assert torch.equal(env.angles, res.recorded[:, k + 1]), f"step {k + 1}"
+    assert not env.terminated.any()
+
+
+def _run(env, actions, steps, poison=None):
+    """Steps ``env``; returns the observations, rewards and final observations; ``poison(k,
+    env)`` may corrupt the state before step k."""
+    obs, _ = env.reset(seed=7)
+    out = [obs.clone()]
+    for k in range(steps):
+        if poison is not None:
+            poison(k, env)
+        obs, rew, term, trunc, info = env.step(actions[k])
+        out.append(torch.cat([obs, rew[:, None], term[:, None], trunc[:, None], info["final_obs"],
+                              info["_final_obs"][:, None]], 1).clone())
+    return out
+
+
+def test_autoreset_touches_only_the_worlds_that_ended():
+    """A world whose state goes NaN terminates at that step and starts its next episode from
+    the initial distribution; every other world's run is bit for bit the run without it."""
+    W, steps, bad = 5, 12, 2
+    actions = [torch.randn(W, 42) * 0.1 for _ in range(steps)]
+    a = _run(fe.make("imitate", worlds=W, device="cpu", control_dt=2 * DT), actions, steps)
+
+    def poison(k, env):
+        if k == 6:
+            env.sim.view("qvel")[bad, 8] = float("nan")
+
+    b = _run(fe.make("imitate", worlds=W, device="cpu", control_dt=2 * DT), actions, steps, poison)
+    others = [w for w in range(W) if w != bad]
+    for k in range(steps + 1):
+        assert torch.equal(a[k][others], b[k][others]), f"step {k}: another world changed"
+    env = fe.make("imitate", worlds=W, device="cpu", control_dt=2 * DT)
+    O = len(env.obs_names)
+    row = b[7][bad]  # the step whose physics went NaN
+    assert bool(row[O + 1]) and bool(row[-1]), "terminated and marked in _final_obs"
+    assert torch.isnan(row[O + 3:2 * O + 3]).any(), "final_obs holds the NaN state"
+    assert torch.isfinite(row[:O]).all(), "the returned obs is the new episode's first"
+    assert not b[7][others][:, -1].any()
+
+
+def test_new_episode_starts_from_the_initial_distribution():
+    env = fe.make("imitate", worlds=4, device="cpu", control_dt=DT, max_episode_steps=3, noise=0.0)
+    obs, _ = env.reset(seed=3)
+    starts = set(env.task.init_frames(env).tolist())
+    for _ in range(3):
+        obs, _, _, trunc, info = env.step(_ref(env, obs))
+    assert trunc.all() and info["_final_obs"].all()
+    assert (env.world_steps == 0).all() and (env.episodes == 2).all()
+    assert set(env.offsets.tolist()) <= starts
+    # a fresh episode (no noise) starts on the recording: joints = reference at step 0
+    assert torch.equal(env.angles, env.reference)
+
+
+def test_seeds_reproduce():
+    actions = [torch.randn(6, 42) * 0.2 for _ in range(5)]
+    runs = [_run(fe.make("walk", worlds=6, device="cpu", noise=0.05, max_episode_steps=2), actions, 5)
+            for _ in range(2)]
+    assert all(torch.equal(x, y) for x, y in zip(*runs))
+    env = fe.make("walk", worlds=6, device="cpu", noise=0.05)
+    o1 = env.reset(seed=1)[0].clone()
+    o2 = env.reset(seed=2)[0].clone()
+    assert not torch.equal(o1, o2)
+    assert torch.equal(env.reset(seed=1)[0], o1)
+
+
+def test_observation_columns_are_the_data_they_name():
+    env = fe.make("imitate", worlds=3, device="cpu", observe=("joints", "joint_vel", "thorax_height",
+                                                              "thorax_quat", "thorax_vel", "reference", "phase",
+                                                              "action", "forces"))
+    obs, _ = env.reset(seed=0)
+    obs, *_ = env.step(torch.randn(3, 42) * 0.1)
+    sim, lay = env.sim, env.layout
+    qpos, qvel, ctrl, force = (sim.view(f) for f in ("qpos", "qvel", "ctrl", "actuator_force"))
+    ids = lay.act_ids.long()
+    want = {"joints": qpos[:, lay.qpos_adrs], "joint_vel": qvel[:, lay.dof_adrs],
+            "thorax_height": qpos[:, lay.root_adr + 2:lay.root_adr + 3],
+            "thorax_quat": qpos[:, lay.root_adr + 3:lay.root_adr + 7],
+            "thorax_vel": qvel[:, lay.root_dof:lay.root_dof + 6], "action": ctrl[:, ids], "forces": force[:, ids]}
+    for g, w in want.items():
+        assert torch.equal(obs[:, env.obs_slice(g)], w), g
+    assert len(env.obs_names) == obs.shape[1] and env.obs_names[0] == "joint:joint_LFCoxa"
+    from flycuda.ops import motion_at
+    ref = torch.empty(3, 42)
+    motion_at(env.frames, env.world_steps, ref, offsets=env.offsets, frames_per_step=env.frames_per_step, mode="loop")
+    assert torch.equal(obs[:, env.obs_slice("reference")], ref)
+    T = env.motion.num_frames
+    ph = ((env.world_steps.double() * env.frames_per_step + env.offsets) % T) / T
+    assert torch.allclose(obs[:, env.obs_slice("phase")].double()[:, 0], ph, atol=1e-6)
+
+
+def test_walk_reward_is_its_docstring():
+    env = fe.make("walk", worlds=4, device="cpu")
+    env.reset(seed=0)
+    a = torch.randn(4, 42) * 0.3
+    _, rew, term, _, _ = env.step(a)
+    lay, q, v = env.layout, env.sim.view("qpos").double(), env.sim.view("qvel").double()
+    w, x, y, z = (q[:, lay.root_adr + 3 + i] for i in range(4))
+    fx, fy = 1 - 2 * (y * y + z * z), 2 * (x * y + w * z)
+    vf = (v[:, lay.root_dof] * fx + v[:, lay.root_dof + 1] * fy) / torch.sqrt(fx * fx + fy * fy)
+    clamped = torch.minimum(torch.maximum(a, env.action_map[2]), env.action_map[3])
+    want = vf / 0.06 - 0.05 * (a.double() ** 2).mean(1) - 10 * term.double() + 0.1
+    assert torch.allclose(rew.double(), want, atol=1e-4)
+    assert torch.equal(env.sim.view("ctrl")[:, lay.act_ids.long()], clamped)
+
+
+def test_gymnasium_vector_api():
+    from gymnasium.vector import AutoresetMode, VectorEnv
+
+    env = fe.make("walk", worlds=3, device="cpu", control_dt=5 * DT)
+    assert isinstance(env, VectorEnv) and env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (3,) + env.single_observation_space.shape == env.observation_space.shape
+    assert env.action_space.shape == (3, 42) and env.num_envs == 3
+    sample = env.action_space.sample()  # numpy, as gymnasium's tools make them
+    obs, rew, term, trunc, info = env.step(sample)
+    assert obs.dtype == torch.float32 and rew.shape == (3,) and term.dtype == torch.bool and trunc.dtype == torch.bool
+    assert env.single_action_space.contains(np.asarray(env.sim.view("ctrl")[0, env.layout.act_ids.long()]))
+    assert math.isclose(env.control_dt, 5 * DT)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda: fe.make("fly-to-the-moon"), "unknown task 'fly-to-the-moon'; the tasks are: imitate, walk"),
+    (lambda: fe.make("walk", model="drosophila"), "unknown model 'drosophila'; the models are: hexapod"),
+    (lambda: fe.make("walk", worlds=2, observe=("joints", "smell")), "unknown observation 'smell'"),
+    (lambda: fe.make("walk", worlds=2, vision="exact"), "add_vision"),
+    (lambda: fe.make("walk", worlds=2, vision="blurry"), "vision must be None, 'exact' or 'fast:K'"),
+    (lambda: fe.make("walk", worlds=2, control_dt=0.0007), "control_dt must be a whole multiple"),
+    (lambda: fe.make("imitate", worlds=2, sigma=-1), "sigma must be > 0"),
+    (lambda: fe.make("walk", worlds=2, flavour=3), "unexpected keyword argument 'flavour'"),
+])
+def test_bad_settings_say_what_is_valid(bad, match):
+    with pytest.raises(EnvError, match=match):
+        bad()
+
+
+@pytest.mark.parametrize("actions,match", [
+    (torch.zeros(3, 41), r"float32 \[3, 42\]"), (torch.zeros(3, 42, dtype=torch.float64), "float32"),
+    ("left", "torch tensor"), (torch.full((3, 42), float("nan")), "non-finite"),
+])
+def test_bad_actions_raise_before_stepping(actions, match):
+    env = fe.make("walk", worlds=3, device="cpu")
+    env.reset(seed=0)
+    qpos = env.sim.view("qpos").clone()
+    with pytest.raises(EnvError, match=match):
+        env.step(actions)
+    assert torch.equal(env.sim.view("qpos"), qpos) and (env.world_steps == 0).all()
+
+
+@pytest.mark.needs_cuda
+def test_graph_captured_step_equals_eager_on_cuda():
+    """On a GPU the captured control step runs what the eager one does (MuJoCo Warp on a GPU
+    is not bitwise reproducible: compared with the replay's GPU tolerance)."""
+    W, n = 64, 20
+    envs = [fe.make("imitate", worlds=W, device="cuda", graph=g, noise=0.0) for g in (True, False)]
+    runs = []
+    for env in envs:
+        obs, _ = env.reset(seed=0)
+        for _ in range(n):
+            obs, *_ = env.step(_ref(env, obs))
+        torch.cuda.synchronize()
+        runs.append(env.angles.cpu().clone())
+        assert (env.world_steps == n).all()
+    assert envs[0]._graph is not None
+    assert torch.rad2deg((runs[0] - runs[1]).abs()).max() < 0.5
