@@ -202,3 +202,41 @@ def test_graph_captured_step_equals_eager_on_cuda():
         assert (env.world_steps == n).all()
     assert envs[0]._graph is not None
     assert torch.rad2deg((runs[0] - runs[1]).abs()).max() < 0.5
+
+
+def _cli(tmp_path, *args):
+    from flycuda.cli.main import main
+
+    return main(["env", *args, "--no-progress"])
+
+
+def test_cli_runs_a_policy_into_a_store_and_a_video(tmp_path, capsys):
+    import xarray as xr
+
+    store, video = tmp_path / "r.zarr", tmp_path / "r.mp4"
+    assert _cli(tmp_path, "imitate", "--worlds", "3", "--policy", "reference", "--duration", "0.02",
+                "--record", str(store), "--render", str(video), "--json", str(tmp_path / "r.json")) == 0
+    out = capsys.readouterr().out
+    assert "env steps/s" in out and "mean reward" in out and video.stat().st_size > 0
+    ds = xr.open_zarr(store)
+    thorax_z = ds["obs"].sel(obs_column="thorax:z")
+    assert thorax_z.shape == (3, 5) and float(ds["reward"].isel(reward_time=slice(1, None)).min()) > 0.8
+    assert float(abs(ds["obs_time"][1] - 0.005)) < 1e-9
+
+
+def test_cli_policy_from_a_file(tmp_path, capsys):
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "cpg.py")
+    assert _cli(tmp_path, "walk", "--worlds", "2", "--policy", path, "--duration", "0.02") == 0
+    assert "walk: 2 worlds" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,match", [
+    (("walk", "--policy", "reference"), "--policy reference needs the task's reference observation"),
+    (("walk", "--policy", "nonsense.txt"), "--policy must be random, reference or an existing PATH.py"),
+    (("walk", "--render", "x.mp4"), "--render draws the stored run: add --record"),
+])
+def test_cli_errors_speak_in_options(tmp_path, capsys, args, match):
+    assert _cli(tmp_path, *args, "--worlds", "2", "--duration", "0.005") == 2
+    assert match in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""The ``flycuda`` command line: ``flycuda replay ...``, ``flycuda render STORE``, ``flycuda doctor`` and ``flycuda gpu-check`` (also
+"""The ``flycuda`` command line: ``flycuda replay ...``, ``flycuda render STORE``, ``flycuda env TASK``,
+``flycuda doctor`` and ``flycuda gpu-check`` (also
 ``python -m flycuda``).
 
 Errors in what the user gave (missing files, unmatched DOF names, bad numbers)
@@ -14,6 +15,8 @@ import sys
 
 from ..errors import FlycudaError
 from . import doctor, gpucheck
+from .env import add_parser as add_env_parser
+from .env import run_env
 from .render import run_render
 from .replay import run_replay
 
@@ -162,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--speed", type=_positive_float, default=1.0, help="playback speed (1: real time)")
     v.add_argument("--device", choices=["cuda", "cpu"], default=None)
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_env_parser(sub, _positive_int, _positive_float)
     sub.add_parser("doctor", help="can flycuda run on this machine's GPU (torch, driver, toolkit, archs), and what "
                                   "to do when not", description="Judges torch and its CUDA, the driver, the GPUs, the "
                                   "CUDA toolkit and the archs in flycuda's extension; exits 1 when a GPU is there that "
@@ -204,6 +208,8 @@ def main(argv=None) -> int:
             return run_replay(args)
         if args.command == "render":
             return run_render(args)
+        if args.command == "env":
+            return run_env(args)
         if args.command == "gpu-check":
             return gpucheck.main(args.out, args.results)
         if args.command == "doctor":

@@ -22,7 +22,7 @@ import os
 from .. import ops
 from ..errors import RecordingError
 from . import store as zstore
-from .observables import parse, resolve
+from .observables import Observable, parse, resolve
 from .reader import Recording
 from .recorder import CHUNK_BYTES, Recorder
 
@@ -43,25 +43,34 @@ class LoopRecorder:
         model: the model's name or MJCF path, so that ``flycuda render`` can re-pose the
             worlds (e.g. "hexapod", "neuromechfly"); None: the store cannot be rendered.
         overwrite: replace an existing store. chunk_bytes: about this many bytes per chunk.
+        timestep: seconds per step of the loop (default the sim's; a loop of control steps
+            of n physics steps each: n times it). Rates in Hz count in these steps.
+
+    ``observe`` may also hold :class:`flycuda.recording.observables.Observable` s of one's
+    own buffers (any float32 [W, N] tensor refilled in place each step, e.g. an
+    environment's observations, actions and rewards).
     """
 
     def __init__(self, sim, observe, store=None, *, steps: int, model: str | None = None, overwrite: bool = False,
-                 chunk_bytes: int = CHUNK_BYTES):
+                 chunk_bytes: int = CHUNK_BYTES, timestep: float | None = None):
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise RecordingError(f"steps must be a positive integer (the loop's length), got {steps!r}")
-        specs = [parse(o) if isinstance(o, str) else o for o in ([observe] if isinstance(observe, str) else observe)]
-        if not specs:
+        items = [observe] if isinstance(observe, (str, Observable)) else list(observe)
+        own = [o for o in items if isinstance(o, Observable)]
+        specs = [parse(o) if isinstance(o, str) else o for o in items if not isinstance(o, Observable)]
+        if not specs and not own:
             raise RecordingError("observe must name at least one observable, e.g. ['qpos@30hz']")
         if isinstance(store, (str, os.PathLike)) and store != "memory":
             zstore.check_path(os.fspath(store), overwrite)  # before anything is allocated
         self.sim, self.steps, self.done = sim, steps, 0
         self.counter = ops.new_step_counter(sim.device)
-        self.recorder = Recorder(resolve(sim, specs), steps, sim.device, store=store is not None,
+        dt = float(timestep) if timestep is not None else sim.timestep
+        self.recorder = Recorder(resolve(sim, specs, timestep=dt) + own, steps, sim.device, store=store is not None,
                                  chunk_bytes=chunk_bytes)
         self.group = self.writer = None
         if store is not None:
             target = zstore.memory_store() if store == "memory" else store
-            facts = dict(timestep=sim.timestep, worlds=sim.nworld, steps=steps, source="flycuda.recording.LoopRecorder",
+            facts = dict(timestep=dt, worlds=sim.nworld, steps=steps, source="flycuda.recording.LoopRecorder",
                          **({"model": model} if model is not None else {}))
             self.group = zstore.create(target, self.recorder.array_specs(sim.nworld), facts, overwrite=overwrite)
             self.writer = zstore.Writer(self.group, device=sim.device)

@@ -200,10 +200,12 @@ def _every(spec: Spec, default: int, timestep: float) -> int:
     return spec.every if spec.every is not None else default
 
 
-def resolve(sim, specs, *, dof_names=(), adrs: torch.Tensor | None = None, default_every: int = 1) -> list[Observable]:
+def resolve(sim, specs, *, dof_names=(), adrs: torch.Tensor | None = None, default_every: int = 1,
+            timestep: float | None = None) -> list[Observable]:
     """:class:`Observable` s of ``specs`` (strings or :class:`Spec`) on ``sim``'s worlds.
 
     ``dof_names``/``adrs``: the motion's DOFs and their qpos addresses (for ``angles``).
+    ``timestep``: seconds per recorded step, for rates in Hz (default the sim's).
     Raises ObservableError naming what is unknown and what the model has."""
     out: list[Observable] = []
     for s in specs:
@@ -219,7 +221,7 @@ def resolve(sim, specs, *, dof_names=(), adrs: torch.Tensor | None = None, defau
             raise ObservableError(f"observable {spec} has no columns in this model")
         source = sim.view(field)
         source = source.view(source.shape[0], -1)  # [W, nbody, 3] -> [W, nbody * 3], never a copy
-        every = _every(spec, default_every, sim.timestep)
+        every = _every(spec, default_every, sim.timestep if timestep is None else timestep)
         out.append(Observable(spec.kind, field, source,
                               torch.tensor(cols, dtype=torch.int32, device=source.device), labels, every,
                               str(Spec(spec.kind, spec.names, every))))

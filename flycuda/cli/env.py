@@ -1,0 +1,160 @@
+"""``flycuda env TASK``: a policy in every world of a batched environment (flycuda.env),
+its observations, actions and rewards streamed into a store, a report of what happened."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import time
+
+import torch
+from tqdm import tqdm
+
+from ..env import TASKS, make
+from ..errors import EnvError
+from ..recording import LoopRecorder
+from ..recording.observables import Observable
+from ..replay.playback import render_recording
+from ..sim.worlds import NAMED_MODELS
+
+__all__ = ["add_parser", "run_env", "load_policy"]
+
+VIDEO_FPS = 30
+
+
+def add_parser(sub, positive_int, positive_float) -> None:
+    """The ``env`` subcommand's options."""
+    e = sub.add_parser("env", help="run a policy in every world of a batched fly environment (flycuda.env)",
+                       description="Runs a policy in N worlds of a flycuda.env task (gymnasium's vector API, every "
+                                   "world's control step on the device) and prints what happened.")
+    e.add_argument("task", choices=list(TASKS), help="the task (flycuda.env.tasks)")
+    e.add_argument("--worlds", type=positive_int, default=16, help="number of worlds (default 16)")
+    e.add_argument("--policy", default="random",
+                   help="random (uniform in the actuators' ranges), reference (the recording's pose: imitate) or "
+                        "PATH.py defining policy(obs, env) -> actions [W, A] (or make_policy(env) returning one)")
+    e.add_argument("--duration", type=positive_float, default=0.25, help="simulated seconds (default 0.25)")
+    e.add_argument("--model", choices=list(NAMED_MODELS), default="hexapod", help="the fly (default hexapod)")
+    e.add_argument("--device", choices=["cuda", "cpu"], default=None)
+    e.add_argument("--control-dt", type=positive_float, default=None, metavar="SECONDS",
+                   help="seconds per control step (a whole number of physics steps; default 10 of them)")
+    e.add_argument("--max-episode-steps", type=int, default=500, metavar="N",
+                   help="control steps before an episode is truncated (0: never; default 500)")
+    e.add_argument("--vision", default=None, metavar="MODE", help="exact or fast:K: the eyes join the observations")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--record", default=None, metavar="OUT.zarr",
+                   help="a zarr store: observations, actions, rewards every control step and qpos at 30 Hz")
+    e.add_argument("--overwrite", action="store_true", help="replace an existing --record store")
+    e.add_argument("--render", default=None, metavar="OUT.mp4",
+                   help="a mosaic video of the first 16 worlds (rendered afterwards from --record)")
+    e.add_argument("--json", default=None, metavar="OUT.json", help="the report's figures as JSON")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def load_policy(spec: str, env):
+    """A callable ``policy(obs) -> actions`` from a CLI ``--policy`` value."""
+    if spec == "random":
+        lo, hi = env.action_map[2], env.action_map[3]
+        lo, hi = lo.clamp(min=-math.pi), hi.clamp(max=math.pi)
+        g = torch.Generator(device=env.device).manual_seed(env.seed_value)
+        buf = torch.empty_like(env.actions)
+        return lambda obs: torch.rand(buf.shape, generator=g, device=env.device, out=buf).mul_(hi - lo).add_(lo)
+    if spec == "reference":
+        cols = env.obs_slice("reference") if "reference" in env._groups else None
+        if cols is None:
+            raise EnvError(f"--policy reference needs the task's reference observation (imitate), not "
+                           f"{env.task.name!r}")
+        return lambda obs: obs[:, cols]
+    if not spec.endswith(".py") or not os.path.isfile(spec):
+        raise EnvError(f"--policy must be random, reference or an existing PATH.py, got {spec!r}")
+    mod_spec = importlib.util.spec_from_file_location("flycuda_user_policy", spec)
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    if hasattr(mod, "make_policy"):
+        return mod.make_policy(env)
+    if hasattr(mod, "policy"):
+        return lambda obs: mod.policy(obs, env)
+    raise EnvError(f"{spec} defines neither policy(obs, env) nor make_policy(env)")
+
+
+def _recorder(env, args, steps: int):
+    W = env.num_envs
+    every = max(1, round(1.0 / (VIDEO_FPS * env.control_dt)))
+    own = [Observable("obs", "env", env.obs, _ids(len(env.obs_names), env), list(env.obs_names), 1),
+           Observable("action", "env", env.actions, _ids(env.actions.shape[1], env),
+                      [n.split(":", 1)[1] for n in env.obs_names if n.startswith("joint:")] or
+                      [f"a{i}" for i in range(env.actions.shape[1])], 1),
+           Observable("reward", "env", env.rewards.view(W, 1), _ids(1, env), ["reward"], 1)]
+    return LoopRecorder(env.sim, [f"qpos@{every}"] + own, args.record, steps=steps, model=args.model,
+                        overwrite=args.overwrite, timestep=env.control_dt)
+
+
+def _ids(n: int, env) -> torch.Tensor:
+    return torch.arange(n, dtype=torch.int32, device=env.device)
+
+
+def run_env(args) -> int:
+    """``flycuda env TASK ...``."""
+    if args.render and not args.record:
+        raise EnvError("--render draws the stored run: add --record OUT.zarr")
+    env = make(args.task, args.worlds, model=args.model, device=args.device, control_dt=args.control_dt,
+               max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed)
+    policy = load_policy(args.policy, env)
+    steps = max(1, round(args.duration / env.control_dt))
+    obs, _ = env.reset(seed=args.seed)
+    rec = _recorder(env, args, steps) if args.record else None
+    total = torch.zeros((), dtype=torch.float64, device=env.device)
+    ended = torch.zeros(2, dtype=torch.int64, device=env.device)
+    bar = tqdm(total=steps, unit="step", desc=f"{args.task} x {env.num_envs} worlds", leave=False,
+               disable=args.no_progress)
+    t0 = t_first = time.perf_counter()
+    try:
+        for k in range(steps):
+            if k == 1:  # the first step compiles Warp's kernels (and captures the graph): timed apart
+                if env.device.type == "cuda":
+                    torch.cuda.synchronize(env.device)
+                t0 = time.perf_counter()
+            obs, rew, term, trunc, _ = env.step(policy(obs))
+            total += rew.sum(dtype=torch.float64)
+            ended[0] += term.sum()
+            ended[1] += trunc.sum()
+            if rec is not None:
+                rec.step()
+            bar.update(1)
+        if env.device.type == "cuda":
+            torch.cuda.synchronize(env.device)
+    except BaseException as e:
+        if rec is not None:
+            rec.abort(f"{type(e).__name__}: {e}")
+        raise
+    finally:
+        bar.close()
+    wall = time.perf_counter() - t0
+    first = t0 - t_first if steps > 1 else wall
+    if rec is not None:
+        rec.close()
+    figures = dict(task=args.task, model=args.model, worlds=env.num_envs, device=str(env.device),
+                   control_dt=env.control_dt, control_steps=steps, first_step_s=first,
+                   env_steps_per_s=env.num_envs * max(steps - 1, 1) / wall,
+                   mean_reward=float(total) / (env.num_envs * steps), terminations=int(ended[0]),
+                   truncations=int(ended[1]), wall_s=wall)
+    _report(figures, args)
+    if args.render:
+        res = render_recording(args.record, args.render, progress=not args.no_progress, device=args.device)
+        print(f"  wrote          {args.render} ({res.frames} frames x {res.worlds} worlds)")
+    return 0
+
+
+def _report(f: dict, args) -> None:
+    print(f"flycuda env {f['task']}: {f['worlds']} worlds of {f['model']} on {f['device']}, "
+          f"{f['control_steps']} control steps of {f['control_dt'] * 1e3:g} ms")
+    print(f"  env steps/s    {f['env_steps_per_s']:,.0f} (worlds x control steps per wall second, after the "
+          f"first step: {f['first_step_s']:.1f} s with Warp's JIT)")
+    print(f"  mean reward    {f['mean_reward']:.4f} per world and step")
+    print(f"  episodes ended {f['terminations']} terminated, {f['truncations']} truncated")
+    if args.record:
+        print(f"  wrote          {args.record}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(f, fh, indent=1)
