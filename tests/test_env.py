@@ -240,3 +240,16 @@ def test_cli_policy_from_a_file(tmp_path, capsys):
 def test_cli_errors_speak_in_options(tmp_path, capsys, args, match):
     assert _cli(tmp_path, *args, "--worlds", "2", "--duration", "0.005") == 2
     assert match in capsys.readouterr().err
+
+
+def test_ppo_example_runs_end_to_end():
+    """examples/ppo.py, one iteration on the CPU (learning curves wait for a GPU)."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "ppo.py")
+    spec = importlib.util.spec_from_file_location("flycuda_example_ppo", path)
+    ppo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ppo)
+    curve = ppo.main(["--task", "imitate", "--worlds", "4", "--iterations", "2", "--horizon", "4", "--device", "cpu"])
+    assert len(curve) == 2 and all(0.0 < r <= 1.0 for r in curve)
