@@ -253,3 +253,28 @@ def test_ppo_example_runs_end_to_end():
     spec.loader.exec_module(ppo)
     curve = ppo.main(["--task", "imitate", "--worlds", "4", "--iterations", "2", "--horizon", "4", "--device", "cpu"])
     assert len(curve) == 2 and all(0.0 < r <= 1.0 for r in curve)
+
+
+def test_torchrl_adapter_passes_check_env_specs():
+    pytest.importorskip("torchrl")
+    from torchrl.envs.utils import check_env_specs
+
+    from flycuda.env.torchrl import TorchRLEnv
+
+    env = TorchRLEnv(fe.make("imitate", worlds=3, device="cpu", max_episode_steps=2))
+    check_env_specs(env)
+    td = env.rollout(5, break_when_any_done=False)
+    assert td.batch_size == (3, 5) and td["next", "truncated"][:, 1].all()
+    # after the truncation the next step starts from the new episode's first observation
+    first = td["observation"][:, 2]
+    assert torch.isfinite(first).all() and not torch.equal(first, td["next", "observation"][:, 1])
+
+
+def test_reset_worlds_resets_only_the_masked():
+    env = fe.make("walk", worlds=4, device="cpu")
+    env.reset(seed=0)
+    env.step(torch.zeros(4, 42))
+    before = env.obs.clone()
+    env.reset_worlds(torch.tensor([False, True, False, False]))
+    assert torch.equal(env.obs[[0, 2, 3]], before[[0, 2, 3]]) and not torch.equal(env.obs[1], before[1])
+    assert env.world_steps.tolist() == [1, 0, 1, 1]

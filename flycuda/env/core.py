@@ -202,6 +202,17 @@ class FlyVecEnv(VectorEnv):
         self._observe()
         return self.obs, {}
 
+    def reset_worlds(self, mask) -> torch.Tensor:
+        """Starts a new episode now in the worlds ``mask`` marks (bool [W]; the others are
+        untouched) and returns ``obs``. (``step`` resets ended worlds by itself.)"""
+        m = torch.as_tensor(mask, device=self.device).reshape(-1)
+        if m.dtype != torch.bool or m.shape[0] != self.num_envs:
+            raise EnvError(f"mask must be bool [{self.num_envs}], got {m.dtype} {list(m.shape)}")
+        self.done.copy_(m)
+        self._reset_done()
+        self._observe()
+        return self.obs
+
     def _start_at(self, start_frames) -> None:
         f = torch.as_tensor(start_frames, dtype=torch.float64).reshape(-1)
         if f.shape[0] != self.num_envs or not torch.isfinite(f).all():
