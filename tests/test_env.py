@@ -278,3 +278,26 @@ def test_reset_worlds_resets_only_the_masked():
     env.reset_worlds(torch.tensor([False, True, False, False]))
     assert torch.equal(env.obs[[0, 2, 3]], before[[0, 2, 3]]) and not torch.equal(env.obs[1], before[1])
     assert env.world_steps.tolist() == [1, 0, 1, 1]
+
+
+@pytest.mark.needs_flygym
+def test_neuromechfly_wrapped_gpu_simulation_with_eyes():
+    """FlyGym's GPUSimulation wrapped (as a FlyGym user has one), NeuroMechFly imitating the
+    Spotlight clip with cubic targets, both eyes' readouts among the observations: equal to
+    flycuda.vision's of the same state."""
+    from flycuda import flygym as fg
+    from flycuda.vision import Vision
+
+    setup = fg.Setup("neuromechfly", 2, device="cpu", vision=True)
+    env = fe.make("imitate", sim=setup.sim, act_ids=setup.act_ids, motion=fg.spotlight(setup.fly),
+                  model="neuromechfly", control_dt=2e-4, vision="fast:2", noise=0.0)
+    assert env.frames.dtype == torch.float64 and env.model_unit == "mm"  # FlyGym's cubic resampling
+    obs, _ = env.reset(seed=0)
+    for _ in range(2):
+        obs, rew, term, *_ = env.step(obs[:, env.obs_slice("reference")].clone())
+    assert not term.any() and (rew > 0.9).all()
+    names = [n for n in env.obs_names if n.startswith("vision:")]
+    assert len(names) == 2 * 721 * 2 and names[0] == "vision:left:0:y"
+    env.sim.kinematics()
+    want = Vision(env.sim, mode="fast", k=2).update().reshape(2, -1)
+    assert torch.equal(obs[:, env.obs_slice("vision")], want)

@@ -10,7 +10,8 @@ NOTEBOOKS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "note
 
 def test_there_are_notebooks():
     names = [os.path.basename(p) for p in NOTEBOOKS]
-    assert names == ["01_kernel_from_python.ipynb", "02_replay.ipynb", "03_profiling.ipynb", "04_vision.ipynb"]
+    assert names == ["01_kernel_from_python.ipynb", "02_replay.ipynb", "03_profiling.ipynb", "04_vision.ipynb",
+                     "05_closed_loop.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)

@@ -5,7 +5,8 @@ every kernel the launchers launch) with the extension's device flags
 (flycuda/_buildcfg.py NVCC_FLAGS) and ``-Xptxas -v --resource-usage``. The test
 fails on any spill in any kernel, and on the budgets below: the per-step glue
 kernels (motion_to_ctrl, spline_to_ctrl: the same template; record_kernel,
-which serves record_qpos and record_chunk; advance_step; pool_ommatidia) must fit in 32 registers with no stack frame, so that they never
+which serves record_qpos and record_chunk; advance_step; pool_ommatidia; the episode
+family of flycuda.env) must fit in 32 registers with no stack frame, so that they never
 limit occupancy (Hopper: 65,536 registers per SM, 2048 threads). The renderer's
 kernel must fit in 72 registers and 256 bytes of stack (7 blocks of 128 threads per
 SM; the traversal's int32 stack and the pixel's parked state in local memory), its
@@ -50,7 +51,12 @@ KERNELS += [("advance_step", "flycuda::kernels::advance_step_kernel"),
             ("render_tiles", "flycuda::kernels::render_tiles_kernel"),
             ("render_tiles", "flycuda::kernels::render_tiles_timed_kernel"),
             ("render_tiles", "flycuda::kernels::refit_top_kernel")]
-BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia"}
+KERNELS += [("episode", f"flycuda::kernels::motion_at_kernel<flycuda::{frames}, {offset}>")
+            for frames in ("LinearFrames", "SplineFrames") for offset in ("float", "double")]
+KERNELS += [("episode", f"flycuda::kernels::scatter_actions_kernel<{index}>") for index in ("int32_t", "int64_t")]
+KERNELS += [("episode", f"flycuda::kernels::{k}")
+            for k in ("gather_columns_kernel", "episode_step_kernel", "reset_worlds_kernel")]
+BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia", "episode"}
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
 RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel": (96, 256),
                   "refit_top_kernel": (48, 0)}
@@ -59,7 +65,8 @@ SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632
 
 
 def probe_source() -> str:
-    lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/motion_to_ctrl.cuh"',
+    lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/episode.cuh"',
+             '#include "kernels/motion_to_ctrl.cuh"',
              '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record.cuh"',
              '#include "kernels/render_tiles.cuh"', "",
              "// Taking each kernel's address instantiates it (device code for every entry).",
@@ -144,7 +151,13 @@ def _shared_budget(r: dict) -> int:
     return 0
 
 
+EPISODE_KERNELS = ("motion_at_kernel", "scatter_actions_kernel", "gather_columns_kernel", "episode_step_kernel",
+                   "reset_worlds_kernel")
+
+
 def _family(name: str) -> str:
+    if any(k in name for k in EPISODE_KERNELS):
+        return "episode"
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
     for fam in ("record_kernel", "advance_step", "pool_ommatidia", "render_tiles", "refit_top"):
@@ -187,7 +200,7 @@ def test_every_kernel_is_compiled(usage):
     assert len(usage) == len(KERNELS), [r["name"] for r in usage]
     assert fams.count("motion_to_ctrl") == 8 and fams.count("spline_to_ctrl") == 8
     assert fams.count("record") == 2 and fams.count("render_tiles") == 3 and "advance_step" in fams
-    assert fams.count("pool_ommatidia") == 1
+    assert fams.count("pool_ommatidia") == 1 and fams.count("episode") == 9
     assert all(_budget(r) is not None for r in usage), [r["name"] for r in usage if _budget(r) is None]
     for r in usage:
         assert {"registers", "stack", "spill_stores", "spill_loads", "smem"} <= set(r), r
