@@ -101,6 +101,7 @@ def test_seeds_reproduce():
     o2 = env.reset(seed=2)[0].clone()
     assert not torch.equal(o1, o2)
     assert torch.equal(env.reset(seed=1)[0], o1)
+    assert not torch.equal(env.reset()[0], o1)  # no seed: new draws
 
 
 def test_observation_columns_are_the_data_they_name():
@@ -167,6 +168,7 @@ def test_gymnasium_vector_api():
     (lambda: fe.make("walk", worlds=2, control_dt=0.0007), "control_dt must be a whole multiple"),
     (lambda: fe.make("imitate", worlds=2, sigma=-1), "sigma must be > 0"),
     (lambda: fe.make("walk", worlds=2, flavour=3), "unexpected keyword argument 'flavour'"),
+    (lambda: fe.make("walk", worlds=2, device="cpu", graph=True), "graph=True needs a CUDA device"),
 ])
 def test_bad_settings_say_what_is_valid(bad, match):
     with pytest.raises(EnvError, match=match):
@@ -301,3 +303,45 @@ def test_neuromechfly_wrapped_gpu_simulation_with_eyes():
     env.sim.kinematics()
     want = Vision(env.sim, mode="fast", k=2).update().reshape(2, -1)
     assert torch.equal(obs[:, env.obs_slice("vision")], want)
+
+
+def test_approach_places_the_pillar_and_rewards_closing_speed():
+    env = fe.make("approach", worlds=5, device="cpu", jitter=0.0, noise=0.0)
+    env.reset(seed=4)
+    q = env.sim.view("qpos")
+    ax, ay = env.task._pillar_adrs(env)
+    lay = env.layout
+    d = torch.hypot(q[:, ax] - q[:, lay.root_adr], q[:, ay] - q[:, lay.root_adr + 1])
+    assert torch.allclose(d, torch.full_like(d, 4.0 * 0.06), atol=1e-5)  # 4 body lengths of the hexapod
+    b = torch.atan2(q[:, ay] - q[:, lay.root_adr + 1], q[:, ax] - q[:, lay.root_adr]).double()
+    want = env.task.bearing(env.offsets.cpu())  # the state's bearing, from the frame it starts at
+    assert torch.allclose(torch.remainder(b - want + math.pi, 2 * math.pi) - math.pi, torch.zeros(5, dtype=torch.float64),
+                          atol=1e-5)
+    _, rew, *_ = env.step(torch.zeros(5, 42))
+    q, v = env.sim.view("qpos").double(), env.sim.view("qvel").double()
+    dx, dy = q[:, ax] - q[:, lay.root_adr], q[:, ay] - q[:, lay.root_adr + 1]
+    closing = (v[:, lay.root_dof] * dx + v[:, lay.root_dof + 1] * dy) / torch.hypot(dx, dy) / 0.06
+    assert torch.allclose(rew.double(), closing, atol=1e-4) and rew.abs().max() > 0
+
+
+def test_steering_example_sides_and_sign():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "steer.py")
+    spec = importlib.util.spec_from_file_location("flycuda_example_steer", path)
+    steer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(steer)
+    sides = steer.leg_sides(["c_thorax-lf_coxa-yaw", "lh_tibia-lh_tarsus1-pitch", "c_thorax-rm_coxa-roll",
+                             "joint_LFCoxa", "joint_RHTibia", "nmf/rf_coxa-rf_trochanterfemur-pitch", "thorax"])
+    assert sides.tolist() == [1, 1, -1, 1, -1, -1, 0]
+
+
+@pytest.mark.needs_flygym
+def test_cli_approach_with_the_steering_example(tmp_path, capsys):
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "steer.py")
+    assert _cli(tmp_path, "approach", "--model", "neuromechfly", "--vision", "fast:2", "--policy", path,
+                "--worlds", "2", "--duration", "0.002", "--record", str(tmp_path / "a.zarr")) == 0
+    assert "approach: 2 worlds of neuromechfly" in capsys.readouterr().out

@@ -26,7 +26,8 @@ STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer syncchec
          "sanitizer self-test build", "self-test: memcheck catches 'oob'", "self-test: memcheck passes 'clean'",
          "self-test: synccheck catches 'divergent'", "self-test: synccheck passes 'clean'",
          "self-test: initcheck catches 'uninit'", "self-test: initcheck passes 'clean'",
-         "graph-captured replay with rendering", "bench_ops", "bench_replay", "bench_render", "bench_vision"]
+         "graph-captured replay with rendering", "bench_ops", "bench_replay", "bench_render", "bench_env",
+         "PPO on flycuda.env (a learning curve)", "bench_vision"]
 
 
 def test_plan_covers_every_part_of_the_check(tmp_path):
@@ -43,6 +44,8 @@ def test_plan_covers_every_part_of_the_check(tmp_path):
         assert st.env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} and st.pytest  # the caching allocator off
     assert "tests/test_render_tiles.py" in by["compute-sanitizer memcheck"].argv  # render tests under memcheck
     assert "tests/test_spline_to_ctrl.py" in by["compute-sanitizer initcheck"].argv
+    assert "tests/test_episode_ops.py" in by["compute-sanitizer memcheck"].argv
+    assert by["bench_env"].argv[:2] == ["py", "bench/bench_env.py"] and "4096" in by["bench_env"].argv
     build = by["sanitizer self-test build"]
     assert build.argv[0] == "/cuda/bin/nvcc" and build.argv[-1] == gpucheck.SELFTEST_SOURCE
     exe = build.argv[build.argv.index("-o") + 1]
@@ -74,7 +77,8 @@ def test_installed_package_skips_what_needs_a_checkout(tmp_path):
     steps = gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root=None, nvcc="nvcc")
     skipped = {s.name: s.skip for s in steps if s.skip}
     assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",
-                            "compute-sanitizer initcheck", "bench_ops", "bench_replay", "bench_render", "bench_vision"}
+                            "compute-sanitizer initcheck", "bench_ops", "bench_replay", "bench_render", "bench_env",
+                            "PPO on flycuda.env (a learning curve)", "bench_vision"}
     assert all(v == gpucheck.NEEDS_CHECKOUT for v in skipped.values())
     assert all(s.cwd is None for s in steps)
     assert os.path.isfile(gpucheck.SELFTEST_SOURCE)  # shipped in the package (pyproject package-data)

@@ -15,7 +15,8 @@ every step able to fail:
    tool (flycuda/cli/gpucheck_selftest.cu, built with the toolkit's nvcc): each tool
    must report its kernel, and pass the clean one;
 4. a short graph-captured replay with rendering (``flycuda replay --device cuda``);
-5. the benchmarks at a small size (bench_ops, bench_replay, bench_render), and the
+5. the benchmarks at a small size (bench_ops, bench_replay, bench_render, bench_env at
+   1024 and 4096 worlds), a PPO learning curve on flycuda.env (examples/ppo.py), and the
    fly's eyes at 1000 and 8192 worlds (bench_vision; needs FlyGym).
 
 The tests and benchmarks live in a checkout (tests/, bench/), not in an installed
@@ -51,7 +52,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))   # flycuda/cli
 ROOT = os.path.dirname(os.path.dirname(HERE))       # the checkout (when run from one)
 OP_TESTS = ["tests/test_motion_to_ctrl.py", "tests/test_spline_to_ctrl.py", "tests/test_record_qpos.py",
             "tests/test_record_chunk.py", "tests/test_pool_ommatidia.py",
-            "tests/test_advance_step.py", "tests/test_cuda_graph.py", "tests/test_streams.py"]
+            "tests/test_advance_step.py", "tests/test_cuda_graph.py", "tests/test_streams.py",
+            "tests/test_episode_ops.py"]
 RENDER_TESTS = ["tests/test_render_tiles.py", "tests/test_render_top.py"]  # CPU-sized scenes: small on a GPU
 SELFTEST_SOURCE = os.path.join(HERE, "gpucheck_selftest.cu")
 NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
@@ -230,6 +232,11 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
     steps.append(Step("bench_render", [python, "bench/bench_render.py", "--device", "cuda", "--worlds", "100",
                                        "1000", "--sizes", "64x64", "320x240", "--frames", "5", "--repeats", "2",
                                        "--no-record"], skip=no_warp or no_tests))
+    steps.append(Step("bench_env", [python, "bench/bench_env.py", "--device", "cuda", "--worlds", "1024", "4096",
+                                    "--steps", "50", "--rounds", "3", "--no-results"], skip=no_warp or no_tests))
+    steps.append(Step("PPO on flycuda.env (a learning curve)",
+                      [python, "examples/ppo.py", "--task", "imitate", "--worlds", "4096", "--iterations", "30",
+                       "--device", "cuda"], skip=no_warp or no_tests))
     no_flygym = "" if have_flygym else "FlyGym is not installed (NeuroMechFly's eyes, FlyGym's retina and vision)"
     steps.append(Step("bench_vision", [python, "bench/bench_vision.py", "--device", "cuda", "--worlds", "1000",
                                        "8192", "--frames", "3", "--repeats", "2", "--hex", "", "--no-record"],

@@ -24,9 +24,9 @@ from ..sim.mjwarp import Sim
 from ..sim.worlds import NAMED_MODELS, build_worlds, is_flygym_model, own_motion, replay_defaults
 from .core import FlyVecEnv, decimation_of
 from .layout import GROUPS
-from .tasks import TASKS, Imitate, Task, Walk
+from .tasks import TASKS, Approach, Imitate, Task, Walk, body_length
 
-__all__ = ["make", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "GROUPS"]
+__all__ = ["make", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS"]
 
 
 def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=None, control_dt: float | None = None,
@@ -36,7 +36,7 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     """A batched environment of ``worlds`` flies doing ``task``.
 
     Args:
-        task: a task's name (:data:`TASKS`: "imitate", "walk") or a :class:`Task`.
+        task: a task's name (:data:`TASKS`: "imitate", "walk", "approach") or a :class:`Task`.
         worlds: how many worlds (ignored when ``sim`` is given: its worlds).
         model: "hexapod" (built in), "neuromechfly" or "neuromechfly-capsules" (FlyGym); with
             ``sim``, the model that sim holds (NeuroMechFly: cubic targets, mm).
@@ -65,7 +65,9 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
             raise EnvError(f"unknown model {model!r}; the models are: {', '.join(NAMED_MODELS)}")
         if not isinstance(worlds, int) or isinstance(worlds, bool) or worlds < 1:
             raise EnvError(f"worlds must be a positive integer, got {worlds!r}")
-        ws = build_worlds(model, worlds, device, vision=vision is not None)
+        length = body_length("mm" if nmf else "m")
+        ws = build_worlds(model, worlds, device, vision=vision is not None,
+                          decorate=(lambda spec: t.decorate(spec, length)) if _decorates(t) else None)
         sim = ws.sim
         motion = motion if motion is not None else own_motion(ws)
         act_ids = act_ids if act_ids is not None else ws.act_ids
@@ -85,6 +87,11 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
                      decimation=decimation_of(control_dt, sim.timestep), max_episode_steps=max_episode_steps,
                      observe=observe, vision=vision, seed=seed, check_actions=check_actions,
                      model_unit="mm" if nmf else "m", graph=graph)
+
+
+def _decorates(task: Task) -> bool:
+    """Does ``task`` add objects to the model (its own ``decorate``)?"""
+    return type(task).decorate is not Task.decorate
 
 
 def _task(task, options) -> Task:

@@ -15,6 +15,7 @@ refilled in place by the next call: ``clone()`` what you keep.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import gymnasium as gym
@@ -73,7 +74,10 @@ class FlyVecEnv(VectorEnv):
         self._init_states()
         task.setup(self)
         self._spaces(W, A)
+        if graph and dev.type != "cuda":
+            raise EnvError(f"graph=True needs a CUDA device; the worlds are on {dev}")
         self._graph, self._use_graph = None, (dev.type == "cuda") if graph is None else bool(graph)
+        self._wp_streams: dict = {}
         self._steps_run = 0
 
     # -- set-up ------------------------------------------------------------------------------
@@ -175,7 +179,7 @@ class FlyVecEnv(VectorEnv):
         self.task.reward(self)
         torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.final_obs.copy_(self.obs)
-        if self._use_graph or bool(self.done.any()):  # the CPU skips both when no world ended (no sync there)
+        if self.device.type == "cuda" or bool(self.done.any()):  # the CPU skips both when no world ended
             self._reset_done()
             self._observe()
 
@@ -184,22 +188,23 @@ class FlyVecEnv(VectorEnv):
         """Starts a new episode in every world; returns ``(obs, info)``.
 
         ``seed`` fixes the initial states' draws (with it, the same sequence of actions gives
-        the same run). ``options={"start_frames": [W]}`` starts world w at frame
+        the same run); without one, each reset draws new initial states. ``options={"start_frames": [W]}`` starts world w at frame
         ``start_frames[w]`` of the recording, without noise (as a replay's offsets)."""
         if seed is not None:
             self.seed_value = int(seed)
             self.action_space.seed(int(seed))
             self._graph = None  # the seed is part of the captured reset
-        self.episodes.zero_()
-        self.done.fill_(True)
-        self._reset_done()
-        if options and "start_frames" in options:
-            self._start_at(options["start_frames"])
-        self.world_steps.zero_()
-        self.terminated.zero_()
-        self.truncated.zero_()
-        self.done.zero_()
-        self._observe()
+            self.episodes.zero_()  # a seed restarts the draws; without one each reset draws anew
+        with self._on_torch_stream():
+            self.done.fill_(True)
+            self._reset_done()
+            if options and "start_frames" in options:
+                self._start_at(options["start_frames"])
+            self.world_steps.zero_()
+            self.terminated.zero_()
+            self.truncated.zero_()
+            self.done.zero_()
+            self._observe()
         return self.obs, {}
 
     def reset_worlds(self, mask) -> torch.Tensor:
@@ -208,9 +213,10 @@ class FlyVecEnv(VectorEnv):
         m = torch.as_tensor(mask, device=self.device).reshape(-1)
         if m.dtype != torch.bool or m.shape[0] != self.num_envs:
             raise EnvError(f"mask must be bool [{self.num_envs}], got {m.dtype} {list(m.shape)}")
-        self.done.copy_(m)
-        self._reset_done()
-        self._observe()
+        with self._on_torch_stream():
+            self.done.copy_(m)
+            self._reset_done()
+            self._observe()
         return self.obs
 
     def _start_at(self, start_frames) -> None:
@@ -234,17 +240,33 @@ class FlyVecEnv(VectorEnv):
         low end)."""
         actions = self._check(actions)
         self.actions.copy_(actions)
-        if self._graph is not None:
-            with torch.cuda.device(self.device):
-                wp = self.sim._wp
-                wp.capture_launch(self._graph, stream=wp.stream_from_torch(torch.cuda.current_stream(self.device)))
-        else:
-            self._advance()
-            if self._use_graph:
-                self._capture()
+        with self._on_torch_stream():  # the graph, or the eager step, after the copy on torch's stream
+            if self._graph is not None:
+                self.sim._wp.capture_launch(self._graph)
+            else:
+                self._advance()
+        if self._graph is None and self._use_graph:
+            self._capture()
         self._steps_run += 1
         info = {"final_obs": self.final_obs, "_final_obs": self.done}
         return self.obs, self.rewards, self.terminated, self.truncated, info
+
+    def _on_torch_stream(self):
+        """Warp's current stream bound to torch's (MuJoCo Warp launches on Warp's, flycuda's
+        ops on torch's), so that everything of a step is ordered on one stream. One Warp
+        stream object per torch stream, kept for the environment's life (a temporary one
+        would unregister the stream from Warp when collected). The CPU, and torch's legacy
+        default stream (which Warp's blocking streams already order with), need nothing."""
+        if self.device.type != "cuda":
+            return contextlib.nullcontext()
+        wp = self.sim._wp
+        ts = torch.cuda.current_stream(self.device)
+        current = wp.get_stream(self.sim.wp_device)
+        if ts.cuda_stream == 0 or current.cuda_stream == ts.cuda_stream:
+            return contextlib.nullcontext()
+        if ts.cuda_stream not in self._wp_streams:
+            self._wp_streams[ts.cuda_stream] = (ts, wp.stream_from_torch(ts))  # keeps both alive
+        return wp.ScopedStream(self._wp_streams[ts.cuda_stream][1])
 
     def _capture(self) -> None:
         """Captures :meth:`_advance` into a CUDA graph (after its first eager run)."""

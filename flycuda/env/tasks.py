@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import math
 
+import mujoco
 import torch
 
 from ..errors import EnvError
 from ..ops import motion_at
 
-__all__ = ["Task", "Imitate", "Walk", "TASKS"]
+__all__ = ["Task", "Imitate", "Walk", "Approach", "TASKS", "body_length"]
+
+
+def body_length(model_unit: str) -> float:
+    """The fly's body length in the model's unit: NeuroMechFly 2.5 mm, the hexapod 0.06 m."""
+    return 2.5 if model_unit == "mm" else 0.06
 
 
 class Task:
@@ -71,6 +77,10 @@ class Task:
         qn[env.layout.qpos_adrs] = self.noise
         vn[env.layout.dof_adrs] = 10 * self.noise
         return qn, vn
+
+    def decorate(self, spec, length: float) -> None:
+        """Adds the task's objects to the model's ``mujoco.MjSpec`` before it is compiled
+        (``length``: the fly's body length in the model's unit). Most tasks add none."""
 
     def rules(self, env, start_height: float) -> dict:
         """episode_step's pose rules: the root between ``height_range`` times its start
@@ -144,7 +154,7 @@ class Walk(Task):
 
     def setup(self, env) -> None:
         W, dev = env.num_envs, env.device
-        self.L = self.body_length or (2.5 if env.model_unit == "mm" else 0.06)
+        self.L = self.body_length or body_length(env.model_unit)
         self._t = [torch.empty(W, device=dev) for _ in range(3)]
         self._sq = torch.empty_like(env.actions)
         q, v, lay = env.sim.view("qpos"), env.sim.view("qvel"), env.layout
@@ -165,4 +175,87 @@ class Walk(Task):
         r.add_(fy, alpha=-self.c_fall).add_(self.alive)
 
 
-TASKS = {t.name: t for t in (Imitate, Walk)}
+class Approach(Task):
+    """Walk to a dark pillar placed at a random bearing around each world's fly.
+
+    At every reset the pillar stands ``distance`` body lengths from the fly's start, at one of
+    ``bearings`` evenly spread bearings (plus ``jitter`` body lengths of noise), and the fly's
+    legs start at a random phase of the recording (the gait a controller can steer). The
+    pillar (a cylinder ``radius`` x ``height`` body lengths, on two slide joints so that its
+    place is part of qpos, which the reset writes) does not collide. Reward per control step::
+
+        r = (v_xy . u) / L        u: the unit vector from the thorax to the pillar, in the floor plane
+
+    the closing speed in body lengths per second. Observations: the gait's (``reference``,
+    ``phase``) and, with ``vision=``, both eyes' readouts, which see the pillar.
+    """
+
+    name = "approach"
+    observe = ("joints", "joint_vel", "thorax_height", "thorax_quat", "thorax_vel", "reference", "phase")
+    needs_motion = True
+
+    def __init__(self, *, distance: float = 4.0, radius: float = 0.4, height: float = 6.0, bearings: int = 32,
+                 jitter: float = 0.2, **kw):
+        super().__init__(**kw)
+        if not (distance > radius > 0 and height > 0 and isinstance(bearings, int) and bearings >= 1 and jitter >= 0):
+            raise EnvError(f"approach needs distance > radius > 0, height > 0, bearings >= 1 and jitter >= 0 (body "
+                           f"lengths), got distance={distance}, radius={radius}, height={height}, bearings={bearings}, "
+                           f"jitter={jitter}")
+        self.distance, self.radius, self.height, self.bearings, self.jitter = distance, radius, height, bearings, jitter
+
+    def decorate(self, spec, length: float) -> None:
+        L = length
+        body = spec.worldbody.add_body(name="pillar", pos=[0.0, 0.0, 0.5 * self.height * L])
+        for axis, name in (([1.0, 0.0, 0.0], "pillar_x"), ([0.0, 1.0, 0.0], "pillar_y")):
+            body.add_joint(name=name, type=mujoco.mjtJoint.mjJNT_SLIDE, axis=axis, damping=1.0)
+        body.add_geom(name="pillar", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[self.radius * L, 0.5 * self.height * L, 0],
+                      rgba=[0.1, 0.1, 0.12, 1.0], contype=0, conaffinity=0, group=0, mass=1.0)
+
+    def _pillar_adrs(self, env) -> tuple[int, int]:
+        mjm = env.sim.mjm
+        ids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, n) for n in ("pillar_x", "pillar_y")]
+        if min(ids) < 0:
+            raise EnvError("the approach task's pillar is missing from the model: build the worlds with "
+                           "flycuda.env.make (it adds it), or decorate the MjSpec with Approach.decorate")
+        return int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])
+
+    def init_frames(self, env) -> torch.Tensor:
+        T = env.motion.num_frames
+        return torch.floor(torch.arange(self.bearings, dtype=torch.float64) * (T / self.bearings))
+
+    def bearing(self, frames: torch.Tensor) -> torch.Tensor:
+        """The pillar's bearing (rad, from the fly's heading) of the initial state at ``frames``:
+        spread over the circle and decorrelated from the gait's phase (golden-ratio steps)."""
+        return 2 * math.pi * torch.frac(frames.to(torch.float64) * 0.6180339887498949 + 0.5) - math.pi
+
+    def initial_states(self, env, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        qpos, qvel = super().initial_states(env, frames)
+        L, (ax, ay), root = body_length(env.model_unit), self._pillar_adrs(env), env.layout.root_adr
+        b = self.bearing(frames)
+        qpos[:, ax] = (qpos[:, root] + self.distance * L * torch.cos(b)).float()
+        qpos[:, ay] = (qpos[:, root + 1] + self.distance * L * torch.sin(b)).float()
+        return qpos, qvel
+
+    def noise_scales(self, env) -> tuple[torch.Tensor, torch.Tensor]:
+        qn, vn = super().noise_scales(env)
+        for a in self._pillar_adrs(env):
+            qn[a] = self.jitter * body_length(env.model_unit)
+        return qn, vn
+
+    def setup(self, env) -> None:
+        q, v, lay = env.sim.view("qpos"), env.sim.view("qvel"), env.layout
+        ax, ay = self._pillar_adrs(env)
+        self.L = body_length(env.model_unit)
+        self._d = [torch.empty(env.num_envs, device=env.device) for _ in range(3)]
+        self._fx, self._fy, self._px, self._py = q[:, lay.root_adr], q[:, lay.root_adr + 1], q[:, ax], q[:, ay]
+        self._vx, self._vy = v[:, lay.root_dof], v[:, lay.root_dof + 1]
+
+    def reward(self, env) -> None:
+        dx, dy, n = self._d
+        torch.sub(self._px, self._fx, out=dx)
+        torch.sub(self._py, self._fy, out=dy)
+        n.copy_(dx).mul_(dx).addcmul_(dy, dy).add_(1e-12).sqrt_()
+        env.rewards.copy_(self._vx).mul_(dx).addcmul_(self._vy, dy).div_(n).mul_(1.0 / self.L)
+
+
+TASKS = {t.name: t for t in (Imitate, Walk, Approach)}

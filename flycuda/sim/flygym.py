@@ -272,13 +272,17 @@ class Setup:
     """NeuroMechFly in ``worlds`` worlds as FlyGym's tutorial sets it up (adhesion on
     for all six legs), wrapped for flycuda: ``sim`` (flycuda Sim), ``gpu_sim``
     (FlyGym's GPUSimulation), ``fly``, ``world`` (FlyGym's), ``camera`` (name), ``act_ids`` [42]; ``vision``:
-    the fly with FlyGym's eye cameras (``add_vision``), for :mod:`flycuda.vision`."""
+    the fly with FlyGym's eye cameras (``add_vision``), for :mod:`flycuda.vision`; ``decorate``: a
+    callable given the world's ``mujoco.MjSpec`` before it is compiled (to add objects)."""
 
-    def __init__(self, name: str, worlds: int, device=None, timestep: float = TIMESTEP, vision: bool = False):
+    def __init__(self, name: str, worlds: int, device=None, timestep: float = TIMESTEP, vision: bool = False,
+                 decorate=None):
         if name not in MODELS:
             raise FlyGymError(f"unknown FlyGym model {name!r}; choose from {', '.join(MODELS)}")
         self.fly, self.world, cam = neuromechfly(simplify_geom=MODELS[name], vision=vision)
         world = self.world
+        if decorate is not None:  # e.g. flycuda.env's approach task adds its pillar to the world's MjSpec
+            decorate(world.mjcf_root)
         self.gpu_sim = gpu_simulation(world, worlds, device=device, timestep=timestep)
         self.sim = wrap(self.gpu_sim)
         self.camera = str(cam.name)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import mujoco
+
 from . import flygym as fg
+from .hexapod import fly_model_xml
 from .mjwarp import Sim
 from .motion import Motion, tripod_gait
 
@@ -34,14 +37,21 @@ class Worlds:
     fly: object = None
 
 
-def build_worlds(model: str | None, n: int, device: str | None = None, vision: bool = False) -> Worlds:
+def build_worlds(model: str | None, n: int, device: str | None = None, vision: bool = False,
+                 decorate=None) -> Worlds:
     """``n`` worlds of ``model``: "hexapod" (or None), "neuromechfly", "neuromechfly-capsules"
-    (FlyGym, as its GPU tutorial builds it; ``vision``: with its eye cameras) or an MJCF path."""
+    (FlyGym, as its GPU tutorial builds it; ``vision``: with its eye cameras) or an MJCF path.
+    ``decorate``: a callable given the model's ``mujoco.MjSpec`` before it is compiled."""
     model = model or "hexapod"
     if is_flygym_model(model):
-        setup = fg.Setup(model, n, device=device, vision=vision)
+        setup = fg.Setup(model, n, device=device, vision=vision, decorate=decorate)
         return Worlds(setup.sim, setup.camera, setup.act_ids, setup.fly)
-    return Worlds(Sim.build(None if model == "hexapod" else model, n, device=device), "track")
+    source = None if model == "hexapod" else model
+    if decorate is not None:
+        spec = mujoco.MjSpec.from_string(fly_model_xml()) if source is None else mujoco.MjSpec.from_file(source)
+        decorate(spec)
+        source = spec.compile()
+    return Worlds(Sim.build(source, n, device=device), "track")
 
 
 def own_motion(worlds: Worlds) -> Motion:
