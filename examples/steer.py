@@ -20,6 +20,8 @@ import re
 
 import torch
 
+import flycuda.env as fe
+
 GAIN = 8.0
 
 
@@ -63,8 +65,6 @@ def bearings(env) -> torch.Tensor:
 def measure(worlds: int, duration: float, gain: float, model: str, device, seed: int = 0) -> dict:
     """Runs one episode of ``duration`` s per world (no resets); the fraction of worlds whose
     |bearing| to the pillar shrank, and the mean change of |bearing| (rad)."""
-    import flycuda.env as fe
-
     env = fe.make("approach", worlds=worlds, model=model, device=device, vision="fast:2", noise=0.0, seed=seed,
                   control_dt=1e-3 if model != "hexapod" else None, max_episode_steps=0, jitter=0.0)
     obs, _ = env.reset(seed=seed)
