@@ -1,9 +1,10 @@
-"""flycuda.env's control step against the same task written by hand from Python, the way
-FlyGym's GPUSimulation is driven (set the actuator inputs, step n times, read getters into
-buffers with index ops, reward and done masks in torch, masked reset), and against bare
-physics (n x mjw.step), interleaved round by round in one run (this machine is noisy).
+"""flycuda.env's control step against the same task written the FlyGym way (NeuroMechFly:
+FlyGym's own GPUSimulation API: set_actuator_inputs, step() n times, getters with dst=,
+reward and done masks in torch, masked reset with set_state; the hexapod, which FlyGym
+cannot load: the same loop by hand with torch index ops), and against bare physics (n x
+mjw.step), interleaved round by round in one run (this machine is noisy).
 
-    python bench/bench_env.py [--worlds 16 64] [--steps 20] [--rounds 3] [--device cpu] [--no-results]
+    python bench/bench_env.py [--worlds 16 64] [--steps 20] [--rounds 3] [--device cpu] [--model hexapod]
 
 Also device memory per world of the environment's buffers, for each observation set.
 Both loops run the "imitate" task on the built-in hexapod with the same decimation,
@@ -68,6 +69,62 @@ class ByHand:
         return self.obs, reward, done
 
 
+class ByFlyGym:
+    """The imitate task written with FlyGym's own GPUSimulation API, as its GPU tutorial and
+    docs drive it: set_actuator_inputs, step() n times, the getters into preallocated Warp
+    arrays (dst=), reward and done in torch on zero-copy views, resets with MuJoCo Warp's
+    masked reset_data and set_state(qpos, qvel, worlds_mask) (reference-state init)."""
+
+    def __init__(self, env, setup):
+        import warp as wp
+        from flygym.compose import ActuatorType
+
+        self.env, self.gs, self.fly, self.wp = env, setup.gpu_sim, setup.fly.name, wp
+        self.kind = ActuatorType.POSITION
+        W, dev = env.num_envs, env.device
+        self.angles = wp.zeros((W, 42), dtype=wp.float32, device=env.sim.wp_device)
+        self.vel = wp.zeros((W, 42), dtype=wp.float32, device=env.sim.wp_device)
+        self.lin = wp.zeros((W, 3), dtype=wp.float32, device=env.sim.wp_device)
+        self.ang = wp.zeros((W, 3), dtype=wp.float32, device=env.sim.wp_device)
+        self.t_angles = wp.to_torch(self.angles)
+        self.steps = torch.zeros(W, dtype=torch.int64, device=dev)
+        self.init_q = env._init[0][:1].expand(W, -1).contiguous()
+        self.init_v = env._init[1][:1].expand(W, -1).contiguous()
+        self.mask = torch.zeros(W, dtype=torch.bool, device=dev)
+        self.mask_wp = wp.from_torch(self.mask, dtype=wp.bool)
+        self.ref = torch.empty(W, 42, device=dev)
+        self.obs = torch.empty_like(env.obs)
+
+    def step(self, actions):
+        env, gs, wp = self.env, self.gs, self.wp
+        gs.set_actuator_inputs(self.fly, self.kind, wp.from_torch(actions.contiguous()))
+        for _ in range(env.decimation):
+            gs.step()
+        self.steps += 1
+        gs.get_joint_angles(self.fly, dst=self.angles)
+        gs.get_joint_velocities(self.fly, dst=self.vel)
+        gs.get_base_linear_velocity(self.fly, dst=self.lin)
+        gs.get_base_angular_velocity(self.fly, dst=self.ang)
+        from flycuda.ops import motion_at
+        motion_at(env.frames, self.steps, self.ref, offsets=env.offsets, frames_per_step=env.frames_per_step,
+                  mode=env.frame_mode)
+        reward = torch.exp(-((self.t_angles - self.ref) ** 2).mean(1) / 0.09)
+        qpos = env.sim.view("qpos")
+        z = qpos[:, env.layout.root_adr + 2]
+        done = ~torch.isfinite(qpos).all(1) | (z < 0.3 * self.init_q[0, env.layout.root_adr + 2]) | \
+            (self.steps >= env.max_episode_steps)
+        if bool(done.any()):
+            self.mask.copy_(done)
+            with env.sim._wp.ScopedDevice(env.sim.wp_device):
+                env.sim._mjw.reset_data(env.sim.model, env.sim.data, reset=self.mask_wp)
+            gs.set_state(wp.from_torch(self.init_q), wp.from_torch(self.init_v), worlds_mask=self.mask_wp)
+            self.steps[done] = 0
+        self.obs = torch.cat([self.t_angles, wp.to_torch(self.vel), qpos[:, env.layout.root_adr + 2:
+                              env.layout.root_adr + 7], wp.to_torch(self.lin), wp.to_torch(self.ang), self.ref,
+                              self.ref[:, :1]], 1)
+        return self.obs, reward, done
+
+
 def bare(env):
     for _ in range(env.decimation):
         env.sim.step()
@@ -105,18 +162,33 @@ def memory_per_world(W: int, device: str) -> list[list]:
     return rows
 
 
+def _pair(W: int, args):
+    """(flycuda.env, the baseline loop and its name) on two separate sets of worlds."""
+    env = fe.make("imitate", worlds=W, model=args.model, device=args.device, max_episode_steps=50,
+                  check_actions=False)
+    other = fe.make("imitate", worlds=W, model=args.model, device=args.device, max_episode_steps=50)
+    if args.model == "hexapod":
+        return env, ByHand(other), "by hand (FlyGym style)"
+    from flycuda.sim import flygym as fg
+    setup = fg.Setup(args.model, W, device=args.device)
+    other = fe.make("imitate", sim=setup.sim, act_ids=setup.act_ids, motion=fg.spotlight(setup.fly),
+                    model=args.model, max_episode_steps=50)
+    return env, ByFlyGym(other, setup), "FlyGym's GPUSimulation API"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worlds", type=int, nargs="+", default=[16, 64])
     ap.add_argument("--steps", type=int, default=20, help="control steps per timing")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (the median is reported)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--model", default="hexapod", help="hexapod, or neuromechfly (then the baseline is FlyGym's "
+                                                     "own GPUSimulation API)")
     ap.add_argument("--no-results", action="store_true")
     args = ap.parse_args()
     rows = []
     for W in args.worlds:
-        env = fe.make("imitate", worlds=W, device=args.device, max_episode_steps=50, check_actions=False)
-        hand = ByHand(fe.make("imitate", worlds=W, device=args.device, max_episode_steps=50))
+        env, hand, base = _pair(W, args)
         hand.obs = hand.env.reset(seed=0)[0].clone()
         obs, _ = env.reset(seed=0)
         ref = env.obs_slice("reference")  # the same columns in both loops' observations
@@ -125,27 +197,28 @@ def main() -> None:
         for fn in (ours, theirs, lambda: bare(env)):  # warm-up: Warp's JIT, the graph
             fn()
             fn()
-        times = {"flycuda.env": [], "by hand (FlyGym style)": [], "bare physics": []}
+        times = {"flycuda.env": [], base: [], "bare physics": []}
         for _ in range(args.rounds):
             times["flycuda.env"].append(time_it(ours, args.steps, env.device))
-            times["by hand (FlyGym style)"].append(time_it(theirs, args.steps, env.device))
+            times[base].append(time_it(theirs, args.steps, env.device))
             times["bare physics"].append(time_it(lambda: bare(env), args.steps, env.device))
         med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
         for k, t in med.items():
-            rows.append([W, env.decimation, k, f"{W / t:,.0f}", f"{t * 1e3:.2f}",
-                         f"{med['by hand (FlyGym style)'] / t:.2f}x", f"{100 * (t / med['bare physics'] - 1):+.1f}%"])
-    table = format_table(["worlds", "n", "loop", "env steps/s", "ms/control step", "vs by hand", "vs bare physics"],
+            rows.append([args.model, W, env.decimation, k, f"{W / t:,.0f}", f"{t * 1e3:.2f}",
+                         f"{med[base] / t:.2f}x", f"{100 * (t / med['bare physics'] - 1):+.1f}%"])
+    table = format_table(["model", "worlds", "n", "loop", "env steps/s", "ms/control step", "vs baseline",
+                          "vs bare physics"],
                          rows)
     W0 = args.worlds[0]
     mem = format_table(["observations", f"bytes at {W0} worlds", f"at {4 * W0}", "bytes per world", "fixed bytes"],
-                       memory_per_world(args.worlds[0], args.device))
+                       memory_per_world(args.worlds[0], args.device)) if args.model == "hexapod" else ""
     print(table)
     print()
-    print(mem)
+    print(mem)  # the hexapod's (the buffers do not depend on the fly beyond its DOF counts)
     if not args.no_results:
-        append_results("flycuda.env vs the same task by hand (FlyGym style) and bare physics (issue 28)",
-                       args.device, table + "\n\nMemory of the environment's own buffers per world:\n\n" + mem,
-                       f"imitate on the hexapod, {args.steps} control steps x {args.rounds} interleaved rounds, "
+        append_results("flycuda.env vs the same task written the FlyGym way, and bare physics (issue 28)",
+                       args.device, table + ("\n\nMemory of the environment's own buffers:\n\n" + mem if mem else ""),
+                       f"imitate on {args.model}, {args.steps} control steps x {args.rounds} interleaved rounds, "
                        "median; n = physics steps per control step")
 
 

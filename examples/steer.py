@@ -2,7 +2,7 @@
 (the task's reference pose at each world's own step), its swing shrunk on the side the
 pillar is seen, so that the fly turns toward it. Every world at once, on the device.
 
-    flycuda env approach --model neuromechfly --vision fast:2 --policy examples/steer.py --worlds 8
+    flycuda env approach --policy examples/steer.py --worlds 8     # NeuroMechFly, its eyes at fast:2
     python examples/steer.py --worlds 8 --duration 0.3        # measures it against the gait alone
 
 The pillar is dark: the eye that sees it reads less light. With ``a = (right - left) /
@@ -85,8 +85,10 @@ def main(argv=None) -> None:
     ap.add_argument("--duration", type=float, default=0.3, help="simulated seconds per world")
     ap.add_argument("--model", default="neuromechfly")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--gains", type=float, nargs="+", default=[GAIN, 0.0],
+                    help="steering gains to compare (0: the gait alone; negative: steering away)")
     args = ap.parse_args(argv)
-    for gain in (GAIN, 0.0):
+    for gain in args.gains:
         r = measure(args.worlds, args.duration, gain, args.model, args.device)
         print(f"gain {r['gain']:g}: {100 * r['shrank']:.0f}% of {r['worlds']} worlds turned toward the pillar over "
               f"{r['steps']} control steps (mean |bearing| change {math.degrees(r['mean_change']):+.1f} deg, "

@@ -342,6 +342,6 @@ def test_cli_approach_with_the_steering_example(tmp_path, capsys):
     import os
 
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "steer.py")
-    assert _cli(tmp_path, "approach", "--model", "neuromechfly", "--vision", "fast:2", "--policy", path,
-                "--worlds", "2", "--duration", "0.002", "--record", str(tmp_path / "a.zarr")) == 0
+    assert _cli(tmp_path, "approach", "--policy", path, "--worlds", "2", "--duration", "0.002",
+                "--record", str(tmp_path / "a.zarr")) == 0  # approach: NeuroMechFly and its eyes by default
     assert "approach: 2 worlds of neuromechfly" in capsys.readouterr().out

@@ -35,13 +35,15 @@ def add_parser(sub, positive_int, positive_float) -> None:
                    help="random (uniform in the actuators' ranges), reference (the recording's pose: imitate) or "
                         "PATH.py defining policy(obs, env) -> actions [W, A] (or make_policy(env) returning one)")
     e.add_argument("--duration", type=positive_float, default=0.25, help="simulated seconds (default 0.25)")
-    e.add_argument("--model", choices=list(NAMED_MODELS), default="hexapod", help="the fly (default hexapod)")
+    e.add_argument("--model", choices=list(NAMED_MODELS), default=None,
+                   help="the fly (default: neuromechfly for approach, which needs its eyes; hexapod otherwise)")
     e.add_argument("--device", choices=["cuda", "cpu"], default=None)
     e.add_argument("--control-dt", type=positive_float, default=None, metavar="SECONDS",
                    help="seconds per control step (a whole number of physics steps; default 10 of them)")
     e.add_argument("--max-episode-steps", type=int, default=500, metavar="N",
                    help="control steps before an episode is truncated (0: never; default 500)")
-    e.add_argument("--vision", default=None, metavar="MODE", help="exact or fast:K: the eyes join the observations")
+    e.add_argument("--vision", default=None, metavar="MODE",
+                   help="exact or fast:K: the eyes join the observations (default fast:2 for approach on neuromechfly)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--record", default=None, metavar="OUT.zarr",
                    help="a zarr store: observations, actions, rewards every control step and qpos at 30 Hz")
@@ -94,10 +96,19 @@ def _ids(n: int, env) -> torch.Tensor:
     return torch.arange(n, dtype=torch.int32, device=env.device)
 
 
+# A task's defaults where the command line leaves them open: approach is seen with the eyes.
+TASK_DEFAULTS = {"approach": {"model": "neuromechfly", "vision": "fast:2"}}
+
+
 def run_env(args) -> int:
     """``flycuda env TASK ...``."""
     if args.render and not args.record:
         raise EnvError("--render draws the stored run: add --record OUT.zarr")
+    defaults = TASK_DEFAULTS.get(args.task, {})
+    if args.model is None:
+        args.model = defaults.get("model", "hexapod")
+        if args.vision is None and args.model == defaults.get("model"):
+            args.vision = defaults.get("vision")
     env = make(args.task, args.worlds, model=args.model, device=args.device, control_dt=args.control_dt,
                max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed)
     policy = load_policy(args.policy, env)
