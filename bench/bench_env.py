@@ -141,24 +141,35 @@ def time_it(fn, steps: int, device) -> float:
     return (time.perf_counter() - t) / steps
 
 
-def memory_per_world(W: int, device: str) -> list[list]:
-    """The environment's own buffers (not MuJoCo Warp's Data), per observation set, at W
-    and 4W worlds: fixed bytes (the recording, the initial states) plus bytes per world."""
+def _bytes(*objs) -> int:
+    """Bytes of the distinct tensor storages among the attributes of ``objs``."""
+    seen, total = set(), 0
+    for o in objs:
+        for t in vars(o).values() if o is not None else ():
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+                seen.add(t.untyped_storage().data_ptr())
+                total += t.untyped_storage().nbytes()
+    return total
+
+
+def memory_per_world(W: int, device: str, model: str = "hexapod") -> list[list]:
+    """The environment's own buffers (not MuJoCo Warp's Data; with eyes, the eyes' renderer
+    and maps too), per observation set and vision mode, at W and 4W worlds: fixed bytes (the
+    recording, the initial states, the retina's maps) plus bytes per world."""
+    if model == "hexapod":
+        cases = [("default (imitate)", None, None), ("joints only", ("joints",), None),
+                 ("all but vision", tuple(g for g in GROUPS if g != "vision"), None)]
+    else:
+        cases = [("default (imitate)", None, None), ("+ vision fast:4", None, "fast:4"), ("+ vision exact", None, "exact")]
     rows = []
-    for name, groups in (("default (imitate)", None), ("joints only", ("joints",)),
-                         ("all but vision", tuple(g for g in GROUPS if g != "vision"))):
-        per = []
+    for name, groups, vision in cases:
+        total = []
         for w in (W, 4 * W):
-            env = fe.make("imitate", worlds=w, device=device, observe=groups)
-            seen, total = set(), 0
-            for t in vars(env).values():
-                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
-                    seen.add(t.untyped_storage().data_ptr())
-                    total += t.untyped_storage().nbytes()
-            per.append(total / w)
-        slope = (per[1] * 4 * W - per[0] * W) / (3 * W)
-        rows.append([name, f"{per[0] * W:,.0f}", f"{per[1] * 4 * W:,.0f}", f"{slope:,.0f}",
-                     f"{per[0] * W - slope * W:,.0f}"])
+            env = fe.make("imitate", worlds=w, model=model, device=device, observe=groups, vision=vision)
+            v = env._vision
+            total.append(_bytes(env, v, v.renderer if v else None, v.map if v else None))
+        slope = (total[1] - total[0]) / (3 * W)
+        rows.append([model, name, f"{total[0]:,.0f}", f"{total[1]:,.0f}", f"{slope:,.0f}", f"{total[0] - slope * W:,.0f}"])
     return rows
 
 
@@ -210,14 +221,14 @@ def main() -> None:
                           "vs bare physics"],
                          rows)
     W0 = args.worlds[0]
-    mem = format_table(["observations", f"bytes at {W0} worlds", f"at {4 * W0}", "bytes per world", "fixed bytes"],
-                       memory_per_world(args.worlds[0], args.device)) if args.model == "hexapod" else ""
+    mem = format_table(["model", "observations", f"bytes at {W0} worlds", f"at {4 * W0}", "bytes per world",
+                        "fixed bytes"], memory_per_world(W0, args.device, args.model))
     print(table)
     print()
-    print(mem)  # the hexapod's (the buffers do not depend on the fly beyond its DOF counts)
+    print(mem)
     if not args.no_results:
         append_results("flycuda.env vs the same task written the FlyGym way, and bare physics (issue 28)",
-                       args.device, table + ("\n\nMemory of the environment's own buffers:\n\n" + mem if mem else ""),
+                       args.device, table + "\n\nMemory of the environment's own buffers:\n\n" + mem,
                        f"imitate on {args.model}, {args.steps} control steps x {args.rounds} interleaved rounds, "
                        "median; n = physics steps per control step")
 

@@ -202,7 +202,7 @@ kernels::EpisodePlan check_episode_step(const at::Tensor& world_steps, const at:
   }
   expect_output(kOpName, world_steps, "world_steps", {{"qpos", &qpos}, {"qvel", &qvel}});
   expect_output(kOpName, terminated, "terminated", {{"truncated", &truncated}});
-  FLYCUDA_CHECK_VALUE(root_adr == -1 || (root_adr >= 0 && root_adr + 7 <= qpos.size(1)),
+  FLYCUDA_CHECK_VALUE(root_adr == -1 || (root_adr >= 0 && root_adr <= qpos.size(1) - 7),
                       "argument 'root_adr' must be -1 (no pose rules) or the qpos address of a free joint (7 "
                       "entries) in [0, ", qpos.size(1) - 7, "], got ", root_adr);
   FLYCUDA_CHECK_VALUE(!std::isnan(min_height) && !std::isnan(max_height) && !std::isnan(min_up),

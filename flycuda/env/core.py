@@ -15,7 +15,6 @@ refilled in place by the next call: ``clone()`` what you keep.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import gymnasium as gym
@@ -242,7 +241,7 @@ class FlyVecEnv(VectorEnv):
         self.actions.copy_(actions)
         with self._on_torch_stream():  # the graph, or the eager step, after the copy on torch's stream
             if self._graph is not None:
-                self.sim._wp.capture_launch(self._graph)
+                streams.launch_graph(self._graph)
             else:
                 self._advance()
         if self._graph is None and self._use_graph:
@@ -252,21 +251,9 @@ class FlyVecEnv(VectorEnv):
         return self.obs, self.rewards, self.terminated, self.truncated, info
 
     def _on_torch_stream(self):
-        """Warp's current stream bound to torch's (MuJoCo Warp launches on Warp's, flycuda's
-        ops on torch's), so that everything of a step is ordered on one stream. One Warp
-        stream object per torch stream, kept for the environment's life (a temporary one
-        would unregister the stream from Warp when collected). The CPU, and torch's legacy
-        default stream (which Warp's blocking streams already order with), need nothing."""
-        if self.device.type != "cuda":
-            return contextlib.nullcontext()
-        wp = self.sim._wp
-        ts = torch.cuda.current_stream(self.device)
-        current = wp.get_stream(self.sim.wp_device)
-        if ts.cuda_stream == 0 or current.cuda_stream == ts.cuda_stream:
-            return contextlib.nullcontext()
-        if ts.cuda_stream not in self._wp_streams:
-            self._wp_streams[ts.cuda_stream] = (ts, wp.stream_from_torch(ts))  # keeps both alive
-        return wp.ScopedStream(self._wp_streams[ts.cuda_stream][1])
+        """Warp's stream bound to torch's current one for a step's eager parts and the graph
+        launch (:func:`flycuda.sim.streams.warp_on_torch_stream`)."""
+        return streams.warp_on_torch_stream(self.sim.wp_device, self._wp_streams)
 
     def _capture(self) -> None:
         """Captures :meth:`_advance` into a CUDA graph (after its first eager run)."""

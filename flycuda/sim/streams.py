@@ -30,7 +30,7 @@ from .._ext import capturing  # the check lives below sim and recording, which b
 from ..errors import CaptureAllocationError, CaptureError
 
 __all__ = ["shared_stream", "capture_graph", "launch_graph", "capturing", "allocation_guard",
-           "CaptureAllocationError"]
+           "CaptureAllocationError", "warp_on_torch_stream"]
 
 
 @contextlib.contextmanager
@@ -58,6 +58,26 @@ def shared_stream(device: torch.device | str) -> Iterator[torch.cuda.Stream | No
             yield stream
     finally:
         outer.wait_stream(stream)
+
+
+def warp_on_torch_stream(wp_device: str, cache: dict):
+    """Binds Warp's current stream on ``wp_device`` to torch's current stream there (a
+    context manager), so that MuJoCo Warp's launches and flycuda's ops in it are ordered
+    on one stream, whatever stream the caller made current (``torch.cuda.stream(s)``).
+    ``cache`` (one per long-lived owner) keeps one Warp stream object per torch stream:
+    a temporary one would unregister the stream from Warp when collected. Nothing on the
+    CPU, nor for torch's legacy default stream (Warp's own streams are ordered with it)
+    or when Warp is already on torch's stream."""
+    if not str(wp_device).startswith("cuda"):
+        return contextlib.nullcontext()
+    import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
+
+    ts = torch.cuda.current_stream(torch.device(wp_device))
+    if ts.cuda_stream == 0 or wp.get_stream(wp_device).cuda_stream == ts.cuda_stream:
+        return contextlib.nullcontext()
+    if ts.cuda_stream not in cache:
+        cache[ts.cuda_stream] = (ts, wp.stream_from_torch(ts))  # keeps both alive
+    return wp.ScopedStream(cache[ts.cuda_stream][1])
 
 
 def _check_capturable(wp_device: str) -> None:
