@@ -163,6 +163,7 @@ def test_gymnasium_vector_api():
     (lambda: fe.make("fly-to-the-moon"), "unknown task 'fly-to-the-moon'; the tasks are: imitate, walk"),
     (lambda: fe.make("walk", model="drosophila"), "unknown model 'drosophila'; the models are: hexapod"),
     (lambda: fe.make("walk", worlds=2, observe=("joints", "smell")), "unknown observation 'smell'"),
+    (lambda: fe.make("walk", worlds=2, observe=("contacts",)), "'contacts' needs contact sensors"),
     (lambda: fe.make("walk", worlds=2, vision="exact"), "add_vision"),
     (lambda: fe.make("walk", worlds=2, vision="blurry"), "vision must be None, 'exact' or 'fast:K'"),
     (lambda: fe.make("walk", worlds=2, control_dt=0.0007), "control_dt must be a whole multiple"),
@@ -292,7 +293,8 @@ def test_neuromechfly_wrapped_gpu_simulation_with_eyes():
 
     setup = fg.Setup("neuromechfly", 2, device="cpu", vision=True)
     env = fe.make("imitate", sim=setup.sim, act_ids=setup.act_ids, motion=fg.spotlight(setup.fly),
-                  model="neuromechfly", control_dt=2e-4, vision="fast:2", noise=0.0)
+                  model="neuromechfly", control_dt=2e-4, vision="fast:2", noise=0.0,
+                  observe=fe.Imitate.observe + ("contacts", "vision"))
     assert env.frames.dtype == torch.float64 and env.model_unit == "mm"  # FlyGym's cubic resampling
     obs, _ = env.reset(seed=0)
     for _ in range(2):
@@ -300,6 +302,9 @@ def test_neuromechfly_wrapped_gpu_simulation_with_eyes():
     assert not term.any() and (rew > 0.9).all()
     names = [n for n in env.obs_names if n.startswith("vision:")]
     assert len(names) == 2 * 721 * 2 and names[0] == "vision:left:0:y"
+    contacts = [n for n in env.obs_names if n.startswith("contact:")]
+    assert contacts and torch.equal(obs[:, env.obs_slice("contacts")],
+                                    env.sim.view("sensordata")[:, [a for _, a in env.layout.contacts]])
     env.sim.kinematics()
     want = Vision(env.sim, mode="fast", k=2).update().reshape(2, -1)
     assert torch.equal(obs[:, env.obs_slice("vision")], want)
@@ -342,6 +347,11 @@ def test_cli_approach_with_the_steering_example(tmp_path, capsys):
     import os
 
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "steer.py")
-    assert _cli(tmp_path, "approach", "--policy", path, "--worlds", "2", "--duration", "0.002",
-                "--record", str(tmp_path / "a.zarr")) == 0  # approach: NeuroMechFly and its eyes by default
+    assert _cli(tmp_path, "approach", "--policy", path, "--worlds", "2", "--duration", "0.04",
+                "--record", str(tmp_path / "a.zarr"), "--render", str(tmp_path / "a.mp4")) == 0  # NMF, eyes by default
     assert "approach: 2 worlds of neuromechfly" in capsys.readouterr().out
+    import zarr
+
+    group = zarr.open_group(str(tmp_path / "a.zarr"), mode="r")
+    assert group["vision"].attrs["sample_shape"] == [2, 721, 2]  # what the video draws the eyes from
+    assert (tmp_path / "a.mp4").stat().st_size > 0

@@ -195,3 +195,19 @@ def test_the_demos_store_opens_in_xarray(tmp_path, capsys):
     assert ds.attrs["flycuda"]["complete"] is True  # the consolidated metadata is the final one
     assert set(ds.data_vars) >= {"angles", "targets", "qpos", "body_pos"}
     assert float(x.isel(world=0, body_pos_time=-1)) != float(x.isel(world=0, body_pos_time=0))  # it moved
+
+
+def test_video_of_odd_sized_frames(tmp_path):
+    """A mosaic of odd height (e.g. 2 worlds with their eyes: 211 rows) still makes an mp4:
+    H.264's yuv420p needs even sizes, so frames are padded by a row."""
+    import imageio.v3 as iio
+    import torch
+
+    from flycuda.render.frames import FrameWriter
+
+    w = FrameWriter(video=str(tmp_path / "odd.mp4"), fps=10)
+    for k in range(3):
+        w.add(torch.full((211, 319, 3), 40 * k, dtype=torch.uint8))
+    assert w.close() == [str(tmp_path / "odd.mp4")]
+    frames = iio.imread(str(tmp_path / "odd.mp4"))
+    assert frames.shape[0] == 3 and frames.shape[1:3] == (212, 320)

@@ -3,6 +3,7 @@ its observations, actions and rewards streamed into a store, a report of what ha
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -15,8 +16,9 @@ from tqdm import tqdm
 from ..env import TASKS, make
 from ..errors import EnvError
 from ..recording import LoopRecorder
-from ..recording.observables import Observable
+from ..recording.observables import Observable, resolve
 from ..replay.playback import render_recording
+from ..replay.vision_stage import readouts_observable
 from ..sim.worlds import NAMED_MODELS
 
 __all__ = ["add_parser", "run_env", "load_policy"]
@@ -46,10 +48,13 @@ def add_parser(sub, positive_int, positive_float) -> None:
                    help="exact or fast:K: the eyes join the observations (default fast:2 for approach on neuromechfly)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--record", default=None, metavar="OUT.zarr",
-                   help="a zarr store: observations, actions, rewards every control step and qpos at 30 Hz")
+                   help="a zarr store: observations, actions, rewards every control step; qpos (and with --vision "
+                        "the eyes' readouts) at 30 Hz")
     e.add_argument("--overwrite", action="store_true", help="replace an existing --record store")
     e.add_argument("--render", default=None, metavar="OUT.mp4",
-                   help="a mosaic video of the first 16 worlds (rendered afterwards from --record)")
+                   help="a mosaic video of the first 16 worlds (rendered afterwards from --record, re-posing the named "
+                        "model: a task's own objects, approach's pillar, are not drawn; with --vision each world's "
+                        "eyes under its tile)")
     e.add_argument("--json", default=None, metavar="OUT.json", help="the report's figures as JSON")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -88,7 +93,12 @@ def _recorder(env, args, steps: int):
                       [n.split(":", 1)[1] for n in env.obs_names if n.startswith("joint:")] or
                       [f"a{i}" for i in range(env.actions.shape[1])], 1),
            Observable("reward", "env", env.rewards.view(W, 1), _ids(1, env), ["reward"], 1)]
-    return LoopRecorder(env.sim, [f"qpos@{every}"] + own, args.record, steps=steps, model=args.model,
+    if env._vision is not None:  # the eyes at the video's rate: flycuda render draws them under each world
+        own.append(readouts_observable(env._vision, every, f"vision:{args.vision}"))
+    qpos = resolve(env.sim, [f"qpos@{every}"], timestep=env.control_dt)[0]
+    keep = [i for i in range(qpos.columns.numel()) if i not in set(env.task.own_qpos(env))]
+    qpos = dataclasses.replace(qpos, columns=qpos.columns[keep], column_names=[qpos.column_names[i] for i in keep])
+    return LoopRecorder(env.sim, [qpos] + own, args.record, steps=steps, model=args.model,
                         overwrite=args.overwrite, timestep=env.control_dt)
 
 

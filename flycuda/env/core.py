@@ -69,7 +69,7 @@ class FlyVecEnv(VectorEnv):
         self._angle_columns = columns_of(self.layout, ("joints",))[1].to(dev)
         self.obs = torch.zeros(W, len(self.obs_names), device=dev)
         self.final_obs = torch.zeros_like(self.obs)
-        self._forces = "forces" in groups
+        self._forces = "forces" in groups  # (sensordata needs nothing: MuJoCo Warp's reset zeroes it)
         self._init_states()
         task.setup(self)
         self._spaces(W, A)
@@ -121,7 +121,9 @@ class FlyVecEnv(VectorEnv):
         self._done_wp = wp.from_torch(self.done, dtype=wp.bool)
         views = [self.sim.view(f) for f in ("qpos", "qvel", "ctrl")]
         vis = self._vision.readouts.view(W, -1) if self._vision is not None else torch.zeros(W, 1, device=dev)
-        self._sources = views + [self.reference, self.phase, self.sim.view("actuator_force"), vis]
+        sensors = self.sim.view("sensordata")
+        sensors = sensors if sensors.shape[1] > 0 else torch.zeros(W, 1, device=dev)
+        self._sources = views + [self.reference, self.phase, self.sim.view("actuator_force"), vis, sensors]
         assert len(self._sources) == len(SOURCES)
 
     def _init_states(self) -> None:

@@ -21,11 +21,13 @@ GROUPS = {
     "phase": "the world's position in the recording, in [0, 1)",
     "action": "the controls the last action set (rad; 0 after a reset)",
     "forces": "the driven actuators' forces in the last physics step (0 after a reset)",
+    "contacts": "the model's contact sensors (FlyGym's ground-contact sensors), as the last physics step left them "
+                "(0 after a reset)",
     "vision": "both eyes' ommatidia readouts [2, O, 2], flattened (needs a model with eyes)",
 }
 
 # The sources gather_columns reads, in this order (the index is the source id).
-SOURCES = ("qpos", "qvel", "ctrl", "reference", "phase", "actuator_force", "vision")
+SOURCES = ("qpos", "qvel", "ctrl", "reference", "phase", "actuator_force", "vision", "sensordata")
 
 
 @dataclass
@@ -40,7 +42,7 @@ class FlyLayout:
     root_adr: int                  # qpos address of the free joint
     root_dof: int                  # its qvel address
     ctrl_range: torch.Tensor       # float32 [2, A]: low, high
-    columns: list = field(default_factory=list)
+    contacts: list = field(default_factory=list)  # (column name, sensordata address) of the contact sensors
 
     @classmethod
     def of(cls, sim, act_ids: torch.Tensor, names) -> "FlyLayout":
@@ -60,8 +62,14 @@ class FlyLayout:
         limited = torch.as_tensor(mjm.actuator_ctrllimited, dtype=torch.bool)[ids]
         rng[0] = torch.where(limited, rng[0], torch.full_like(rng[0], -float("inf")))
         rng[1] = torch.where(limited, rng[1], torch.full_like(rng[1], float("inf")))
+        contacts = []
+        for i in range(mjm.nsensor):
+            name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_SENSOR, i) or ""
+            if "contact" in name.lower():
+                adr, dim = int(mjm.sensor_adr[i]), int(mjm.sensor_dim[i])
+                contacts += [(f"contact:{name}" + (f":{j}" if dim > 1 else ""), adr + j) for j in range(dim)]
         return cls(act_ids, tuple(names), qadr, dadr, int(mjm.jnt_qposadr[free[0]]), int(mjm.jnt_dofadr[free[0]]),
-                   rng)
+                   rng, contacts)
 
     def group(self, name: str, num_ommatidia: int = 0) -> list[tuple[str, int, int]]:
         """The columns of observation group ``name``: (column name, source id, column)."""
@@ -85,6 +93,11 @@ class FlyLayout:
             return [(f"action:{n}", src["ctrl"], int(a)) for n, a in zip(self.names, self.act_ids.tolist())]
         if name == "forces":
             return [(f"force:{n}", src["actuator_force"], int(a)) for n, a in zip(self.names, self.act_ids.tolist())]
+        if name == "contacts":
+            if not self.contacts:
+                raise EnvError("observation 'contacts' needs contact sensors (sensors named *contact*, as FlyGym's "
+                               "ground-contact sensors); this model has none")
+            return [(n, src["sensordata"], a) for n, a in self.contacts]
         if name == "vision":
             return [(f"vision:{eye}:{o}:{'yp'[c]}", src["vision"], (e * num_ommatidia + o) * 2 + c)
                     for e, eye in enumerate(("left", "right")) for o in range(num_ommatidia) for c in range(2)]

@@ -82,6 +82,10 @@ class Task:
         """Adds the task's objects to the model's ``mujoco.MjSpec`` before it is compiled
         (``length``: the fly's body length in the model's unit). Most tasks add none."""
 
+    def own_qpos(self, env) -> list[int]:
+        """The qpos addresses of the objects :meth:`decorate` added (not the named model's)."""
+        return []
+
     def rules(self, env, start_height: float) -> dict:
         """episode_step's pose rules: the root between ``height_range`` times its start
         height, its up axis' z at least ``min_up`` (0: not past 90 degrees of tilt)."""
@@ -218,6 +222,9 @@ class Approach(Task):
             raise EnvError("the approach task's pillar is missing from the model: build the worlds with "
                            "flycuda.env.make (it adds it), or decorate the MjSpec with Approach.decorate")
         return int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])
+
+    def own_qpos(self, env) -> list[int]:
+        return list(self._pillar_adrs(env))
 
     def init_frames(self, env) -> torch.Tensor:
         T = env.motion.num_frames

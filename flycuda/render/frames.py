@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 
+import numpy as np
 import torch
 
 from ..errors import RenderError
@@ -59,8 +60,8 @@ class FrameWriter:
             return written
         if self.video:
             tmp = self.video + ".part" + os.path.splitext(self.video)[1]
-            if self.video.lower().endswith(".mp4"):
-                iio.imwrite(tmp, self.frames, fps=self.fps, codec="libx264", macro_block_size=1)
+            if self.video.lower().endswith(".mp4"):  # H.264's yuv420p needs even sizes: pad odd ones by a row/column
+                iio.imwrite(tmp, [_even(f) for f in self.frames], fps=self.fps, codec="libx264", macro_block_size=1)
             else:
                 iio.imwrite(tmp, self.frames, duration=1000.0 / self.fps, loop=0)
             os.replace(tmp, self.video)
@@ -71,3 +72,11 @@ class FrameWriter:
             os.replace(tmp, self.png)
             written.append(self.png)
         return written
+
+
+def _even(frame):
+    """``frame`` [H, W, C] padded at the bottom/right to even H and W (black), as H.264 needs."""
+    h, w = frame.shape[:2]
+    if h % 2 == 0 and w % 2 == 0:
+        return frame
+    return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)))

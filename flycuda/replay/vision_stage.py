@@ -96,15 +96,7 @@ class VisionStage:
     def observable(self) -> Observable:
         """The readouts as an observable ``vision``: [W, 2 * O * 2] float32, recorded
         by this stage (``update``), not inside the steps."""
-        v = self.vision
-        S, E, O, K = v.readouts.shape
-        names = [f"{eye}{o}:{kind}" for eye in ("L", "R") for o in range(O) for kind in ("yellow", "pale")]
-        attrs = {"sample_shape": [E, O, K], "dims": ["eye", "ommatidium", "type"], "eyes": ["left", "right"],
-                 "types": ["yellow", "pale"], "cameras": list(v.cameras), "mode": v.mode,
-                 "k": v.k if v.mode == "fast" else None, "rays_per_readout": v.rays_per_readout}
-        columns = torch.arange(E * O * K, dtype=torch.int32, device=v.readouts.device)
-        return Observable("vision", "vision", v.readouts.view(S, -1), columns, names, self.every,
-                          f"vision:{self.spec}", update=v.update, attrs=attrs)
+        return readouts_observable(self.vision, self.every, f"vision:{self.spec}", update=self.vision.update)
 
     def attach(self, recorder) -> None:
         """The replay's recorder, which holds the ``vision`` ring."""
@@ -172,3 +164,18 @@ class VisionStage:
                 seen.add(t.data_ptr())
                 n += t.numel() * t.element_size()
         return n
+
+
+def readouts_observable(v, every: int, spec: str, update=None) -> Observable:
+    """A :class:`flycuda.vision.Vision`'s readouts as the observable ``vision`` ([W, 2 * O * 2]
+    float32 with the attributes ``flycuda render`` reads to draw each world's eyes), sampled
+    every ``every`` steps; ``update``: what computes them at a sample (None: they are fresh
+    at every step, as in flycuda.env)."""
+    S, E, O, K = v.readouts.shape
+    names = [f"{eye}{o}:{kind}" for eye in ("L", "R") for o in range(O) for kind in ("yellow", "pale")]
+    attrs = {"sample_shape": [E, O, K], "dims": ["eye", "ommatidium", "type"], "eyes": ["left", "right"],
+             "types": ["yellow", "pale"], "cameras": list(v.cameras), "mode": v.mode,
+             "k": v.k if v.mode == "fast" else None, "rays_per_readout": v.rays_per_readout}
+    columns = torch.arange(E * O * K, dtype=torch.int32, device=v.readouts.device)
+    return Observable("vision", "vision", v.readouts.view(S, -1), columns, names, every, spec, update=update,
+                      attrs=attrs)
