@@ -355,3 +355,20 @@ def test_cli_approach_with_the_steering_example(tmp_path, capsys):
     group = zarr.open_group(str(tmp_path / "a.zarr"), mode="r")
     assert group["vision"].attrs["sample_shape"] == [2, 721, 2]  # what the video draws the eyes from
     assert (tmp_path / "a.mp4").stat().st_size > 0
+
+
+@pytest.mark.parametrize("task,observe", [("imitate", None), ("walk", None), ("approach", None),
+                                          ("imitate", tuple(g for g in fe.GROUPS if g not in ("vision", "contacts")))])
+def test_the_control_step_allocates_nothing(task, observe):
+    """What the CUDA graph capture refuses, checked on the CPU: no torch op of a control step (the
+    actions, observations, reward, done mask, resets) returns new memory (the capture's own
+    allocation guard, flycuda.sim.streams.allocation_guard, run around the step)."""
+    from flycuda.sim.streams import allocation_guard
+
+    env = fe.make(task, worlds=3, device="cpu", max_episode_steps=2, observe=observe)
+    env.reset(seed=0)
+    env.actions.copy_(torch.randn(3, 42) * 0.1)
+    for _ in range(3):  # a reset inside the second step
+        with allocation_guard(env.device, "a control step"):
+            env._advance()
+    assert env.episodes.min() >= 2

@@ -100,6 +100,7 @@ class FlyVecEnv(VectorEnv):
         self.actions = torch.zeros(W, A, device=dev)
         self.rewards = torch.zeros(W, device=dev)
         self.terminated, self.truncated, self.done = (torch.zeros(W, dtype=torch.bool, device=dev) for _ in range(3))
+        self._any = torch.zeros((), dtype=torch.bool, device=dev)
         self.world_steps = torch.zeros(W, dtype=torch.int64, device=dev)
         self.episodes = torch.zeros(W, dtype=torch.int64, device=dev)
         self.offsets = torch.zeros(W, dtype=torch.float64, device=dev)
@@ -180,7 +181,7 @@ class FlyVecEnv(VectorEnv):
         self.task.reward(self)
         torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.final_obs.copy_(self.obs)
-        if self.device.type == "cuda" or bool(self.done.any()):  # the CPU skips both when no world ended
+        if self.device.type == "cuda" or bool(torch.any(self.done, out=self._any)):  # the CPU skips them if none ended
             self._reset_done()
             self._observe()
 
