@@ -372,3 +372,12 @@ def test_the_control_step_allocates_nothing(task, observe):
         with allocation_guard(env.device, "a control step"):
             env._advance()
     assert env.episodes.min() >= 2
+
+
+def test_actions_with_autograd_history_are_taken_as_values():
+    env = fe.make("walk", worlds=2, device="cpu")
+    env.reset(seed=0)
+    w = torch.zeros(2, 42, requires_grad=True)
+    for _ in range(2):
+        env.step(w * 1.0)  # a policy's output, part of its graph
+    assert not env.actions.requires_grad and env.actions.grad_fn is None

@@ -222,7 +222,7 @@ class FlyVecEnv(VectorEnv):
         return self.obs
 
     def _start_at(self, start_frames) -> None:
-        f = torch.as_tensor(start_frames, dtype=torch.float64).reshape(-1)
+        f = torch.as_tensor(start_frames, dtype=torch.float64).reshape(-1).cpu()
         if f.shape[0] != self.num_envs or not torch.isfinite(f).all():
             raise EnvError(f"options['start_frames'] must be {self.num_envs} finite frame positions, got "
                            f"{tuple(f.shape)}")
@@ -241,14 +241,18 @@ class FlyVecEnv(VectorEnv):
         finite (on CUDA one host sync; with it off a NaN action is clamped to the range's
         low end)."""
         actions = self._check(actions)
-        self.actions.copy_(actions)
+        self.actions.copy_(actions.detach())  # a policy's autograd history stays out of the env's buffer
         with self._on_torch_stream():  # the graph, or the eager step, after the copy on torch's stream
             if self._graph is not None:
                 streams.launch_graph(self._graph)
             else:
                 self._advance()
         if self._graph is None and self._use_graph:
-            self._capture()
+            try:
+                self._capture()
+            except BaseException:
+                self._use_graph = False  # said once: later steps run eagerly, not capture and fail again
+                raise
         self._steps_run += 1
         info = {"final_obs": self.final_obs, "_final_obs": self.done}
         return self.obs, self.rewards, self.terminated, self.truncated, info

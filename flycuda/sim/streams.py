@@ -63,21 +63,27 @@ def shared_stream(device: torch.device | str) -> Iterator[torch.cuda.Stream | No
 def warp_on_torch_stream(wp_device: str, cache: dict):
     """Binds Warp's current stream on ``wp_device`` to torch's current stream there (a
     context manager), so that MuJoCo Warp's launches and flycuda's ops in it are ordered
-    on one stream, whatever stream the caller made current (``torch.cuda.stream(s)``).
+    on one stream, whatever stream the caller made current (``torch.cuda.stream(s)``), and
+    Warp's own stream waits for it on exit (later Warp work stays ordered after it).
     ``cache`` (one per long-lived owner) keeps one Warp stream object per torch stream:
-    a temporary one would unregister the stream from Warp when collected. Nothing on the
-    CPU, nor for torch's legacy default stream (Warp's own streams are ordered with it)
-    or when Warp is already on torch's stream."""
+    a temporary one would unregister the stream from Warp when collected. Torch's legacy
+    default stream: nothing when Warp's stream is blocking (ordered with it by CUDA),
+    else Warp's null stream. Nothing on the CPU or when Warp is already on torch's stream."""
     if not str(wp_device).startswith("cuda"):
         return contextlib.nullcontext()
     import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
 
     ts = torch.cuda.current_stream(torch.device(wp_device))
-    if ts.cuda_stream == 0 or wp.get_stream(wp_device).cuda_stream == ts.cuda_stream:
+    current = wp.get_stream(wp_device)
+    if current.cuda_stream == ts.cuda_stream:
         return contextlib.nullcontext()
+    if ts.cuda_stream == 0:
+        if current.is_blocking:
+            return contextlib.nullcontext()
+        return wp.ScopedStream(wp.get_device(wp_device).null_stream, sync_exit=True)
     if ts.cuda_stream not in cache:
         cache[ts.cuda_stream] = (ts, wp.stream_from_torch(ts))  # keeps both alive
-    return wp.ScopedStream(cache[ts.cuda_stream][1])
+    return wp.ScopedStream(cache[ts.cuda_stream][1], sync_exit=True)
 
 
 def _check_capturable(wp_device: str) -> None:
