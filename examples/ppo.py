@@ -5,8 +5,9 @@
 
 A Gaussian policy (its mean an MLP of the observations, offset by the task's reference pose
 when it has one: the policy learns a correction) and an MLP value function, trained with
-the clipped surrogate, GAE(lambda) and per-minibatch advantage normalization. Prints one line
-per iteration: mean reward per step, episodes ended, env steps/s.
+the clipped surrogate, GAE(lambda) and per-minibatch advantage normalization; a truncated
+episode is bootstrapped from its last observation's value (the env's ``final_obs``). Prints
+one line per iteration: mean reward per step, episodes ended, env steps/s.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 from torch import nn
 
 import flycuda.env
+
+GAMMA = 0.99
 
 
 def mlp(n_in: int, n_out: int, hidden: int = 128) -> nn.Sequential:
@@ -46,7 +49,7 @@ class Agent(nn.Module):
 def rollout(env, agent, obs, horizon):
     """``horizon`` control steps of every world: observations, actions, log-probs, rewards,
     dones, values (all [horizon, W, ...] on the device)."""
-    buf = {k: [] for k in ("obs", "act", "logp", "rew", "done", "val")}
+    buf = {k: [] for k in ("obs", "act", "logp", "rew", "done", "val", "score")}
     for _ in range(horizon):
         with torch.no_grad():
             d = agent.dist(obs)
@@ -55,15 +58,19 @@ def rollout(env, agent, obs, horizon):
             buf["val"].append(agent.v(obs).squeeze(-1))
         buf["obs"].append(obs.clone())
         buf["act"].append(act)
-        obs, rew, term, trunc, _ = env.step(act)
-        buf["rew"].append(rew.clone())
+        obs, rew, term, trunc, info = env.step(act)
+        buf["score"].append(rew.clone())  # the task's reward, for the report
+        rew = rew.clone()
+        with torch.no_grad():  # a truncated episode did not end: bootstrap from its last observation's value
+            rew += GAMMA * trunc.float() * agent.v(info["final_obs"]).squeeze(-1)
+        buf["rew"].append(rew)
         buf["done"].append((term | trunc).float())
     with torch.no_grad():
         last = agent.v(obs).squeeze(-1)
     return {k: torch.stack(v) for k, v in buf.items()}, obs, last
 
 
-def gae(b, last, gamma=0.99, lam=0.95):
+def gae(b, last, gamma=GAMMA, lam=0.95):
     adv = torch.zeros_like(b["rew"])
     nxt, run = last, torch.zeros_like(last)
     for t in reversed(range(b["rew"].shape[0])):
@@ -76,7 +83,7 @@ def gae(b, last, gamma=0.99, lam=0.95):
 
 def update(agent, opt, b, adv, ret, epochs=4, minibatches=4, clip=0.2):
     n = adv.numel()
-    flat = {k: v.reshape(n, *v.shape[2:]) for k, v in b.items()}
+    flat = {k: v.reshape(n, *v.shape[2:]) for k, v in b.items() if k != "score"}
     adv, ret = adv.reshape(n), ret.reshape(n)
     for _ in range(epochs):
         for idx in torch.randperm(n, device=adv.device).chunk(minibatches):
@@ -112,7 +119,7 @@ def main(argv=None) -> list[float]:
         b, obs, last = rollout(env, agent, obs, args.horizon)
         adv, ret = gae(b, last)
         update(agent, opt, b, adv, ret)
-        mean = float(b["rew"].mean())
+        mean = float(b["score"].mean())
         curve.append(mean)
         print(f"iteration {it}: mean reward {mean:.4f}, episodes ended {int(b['done'].sum())}, "
               f"{args.worlds * args.horizon / (time.perf_counter() - t0):,.0f} env steps/s", flush=True)
