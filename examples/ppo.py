@@ -34,7 +34,7 @@ class Agent(nn.Module):
         O, A = len(env.obs_names), env.actions.shape[1]
         self.pi, self.v = mlp(O, A), mlp(O, 1)
         self.log_std = nn.Parameter(torch.full((A,), -1.5))
-        self.ref = env.obs_slice("reference") if "reference" in env._groups else None
+        self.ref = env.obs_slice("reference") if env.observes("reference") else None
         with torch.no_grad():
             self.pi[-1].weight.mul_(0.01)
             self.pi[-1].bias.zero_()

@@ -68,7 +68,7 @@ def load_policy(spec: str, env):
         buf = torch.empty_like(env.actions)
         return lambda obs: torch.rand(buf.shape, generator=g, device=env.device, out=buf).mul_(hi - lo).add_(lo)
     if spec == "reference":
-        cols = env.obs_slice("reference") if "reference" in env._groups else None
+        cols = env.obs_slice("reference") if env.observes("reference") else None
         if cols is None:
             raise EnvError(f"--policy reference needs the task's reference observation (imitate), not "
                            f"{env.task.name!r}")
@@ -89,9 +89,7 @@ def _recorder(env, args, steps: int):
     W = env.num_envs
     every = max(1, round(1.0 / (VIDEO_FPS * env.control_dt)))
     own = [Observable("obs", "env", env.obs, _ids(len(env.obs_names), env), list(env.obs_names), 1),
-           Observable("action", "env", env.actions, _ids(env.actions.shape[1], env),
-                      [n.split(":", 1)[1] for n in env.obs_names if n.startswith("joint:")] or
-                      [f"a{i}" for i in range(env.actions.shape[1])], 1),
+           Observable("action", "env", env.actions, _ids(env.actions.shape[1], env), list(env.layout.names), 1),
            Observable("reward", "env", env.rewards.view(W, 1), _ids(1, env), ["reward"], 1)]
     if env._vision is not None:  # the eyes at the video's rate: flycuda render draws them under each world
         own.append(readouts_observable(env._vision, every, f"vision:{args.vision}"))

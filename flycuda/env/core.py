@@ -61,10 +61,7 @@ class FlyVecEnv(VectorEnv):
             raise EnvError("observation 'vision' needs vision='exact' or 'fast:K' (and a fly with eyes)")
         if ("reference" in groups or "phase" in groups or task.needs_motion) and motion is None:
             raise EnvError(f"task {task.name!r} and observations 'reference'/'phase' need a recording (motion=)")
-        self.obs_names, table = columns_of(self.layout, groups, self._num_ommatidia())
-        sizes = [len(self.layout.group(g, self._num_ommatidia())) for g in groups]
-        ends = np.cumsum(sizes).tolist()
-        self._groups = {g: slice(e - n, e) for g, n, e in zip(groups, sizes, ends)}
+        self.obs_names, table, self._groups = columns_of(self.layout, groups, self._num_ommatidia())
         self._columns = table.to(dev)
         self._angle_columns = columns_of(self.layout, ("joints",))[1].to(dev)
         self.obs = torch.zeros(W, len(self.obs_names), device=dev)
@@ -286,6 +283,10 @@ class FlyVecEnv(VectorEnv):
     def close(self, **kwargs) -> None:
         """Drops the captured graph (the worlds stay usable through ``sim``)."""
         self._graph = None
+
+    def observes(self, group: str) -> bool:
+        """Does ``obs`` hold observation group ``group``?"""
+        return group in self._groups
 
     def obs_slice(self, group: str) -> slice:
         """The columns of observation group ``group`` in ``obs`` (e.g. ``obs[:, env.obs_slice("reference")]``)."""

@@ -104,10 +104,16 @@ class FlyLayout:
         raise EnvError(f"unknown observation {name!r}; the observations are: {', '.join(GROUPS)}")
 
 
-def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0) -> tuple[list[str], torch.Tensor]:
-    """The names and the int32 [O, 2] (source, column) table of observation ``groups``."""
-    rows = [c for g in groups for c in layout.group(g, num_ommatidia)]
-    if len({g for g in groups}) != len(list(groups)):
-        raise EnvError(f"an observation group is named twice: {list(groups)}")
+def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0) -> tuple[list[str], torch.Tensor, dict]:
+    """The names, the int32 [O, 2] (source, column) table and each group's slice of the
+    columns, of observation ``groups`` in their order."""
+    groups = list(groups)
+    if len(set(groups)) != len(groups):
+        raise EnvError(f"an observation group is named twice: {groups}")
+    rows, slices = [], {}
+    for g in groups:
+        cols = layout.group(g, num_ommatidia)
+        slices[g] = slice(len(rows), len(rows) + len(cols))
+        rows += cols
     table = torch.tensor([[s, c] for _, s, c in rows], dtype=torch.int32).reshape(-1, 2)
-    return [n for n, _, _ in rows], table
+    return [n for n, _, _ in rows], table, slices
