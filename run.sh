@@ -91,12 +91,14 @@ export MAX_JOBS="${MAX_JOBS:-$(nproc)}"
 
 # Build: a first `pip install -e` (registers the `flycuda` command), then
 # incremental in-place builds whenever csrc/ is newer than the extension.
-so="$(ls flycuda/_C.cpython-"$("$PY" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"*.so 2>/dev/null | head -n1 || true)"
+# One abi3 extension (PyTorch's stable ABI) serves every lane's Python and torch.
+so="flycuda/_C.abi3.so"
+[ -f "$so" ] || so=""
 if ! "$PY" -m pip show -q flycuda >/dev/null 2>&1 || [ -z "$so" ]; then
   echo "run.sh: building flycuda (pip install --no-build-isolation -e .)" >&2
   "$PY" -m pip install -q --no-index --no-build-isolation --no-deps -e .
-elif [ -n "$(find csrc setup.py -newer "$so" -type f | head -n1)" ]; then
-  echo "run.sh: csrc/ changed, rebuilding flycuda._C" >&2
+elif [ -n "$(find csrc setup.py flycuda/_buildcfg.py -newer "$so" -type f | head -n1)" ] || ! "$PY" flycuda/_buildcfg.py --matches; then
+  echo "run.sh: csrc/ changed (or another build is asked for: archs, CPU/CUDA), rebuilding flycuda._C" >&2
   "$PY" setup.py -q build_ext --inplace
 fi
 

@@ -1,10 +1,15 @@
-"""Build flycuda's extension `flycuda._C`.
+"""Build flycuda's extension `flycuda._C`: one abi3 binary on PyTorch's stable ABI.
 
-CUDA build (CUDAExtension over csrc/*.cpp + csrc/*.cu) when torch is a CUDA build
-(`torch.version.cuda`) and a CUDA toolkit is found, or when FLYCUDA_FORCE_CUDA=1;
-otherwise a CppExtension over csrc/*.cpp only. No GPU is needed to build: the
-decision never asks `torch.cuda.is_available()`, so a GPU-less CI compiles and
-links the .cu files. FLYCUDA_FORCE_CPU=1 forces the CPU-only build.
+The host code uses only torch/csrc/stable (targeting torch 2.10) and Python's
+limited API (3.10), so the one `_C.abi3.so` loads on every torch >= 2.10 and
+CPython >= 3.10; `python -m build --no-isolation` makes an sdist and an abi3 wheel.
+
+CUDA build (CUDAExtension over csrc/*.cpp + csrc/*.cu) when a CUDA toolkit is found
+(CUDA_HOME, or the toolkit of the nvcc on PATH), or when FLYCUDA_FORCE_CUDA=1;
+otherwise a CppExtension over csrc/*.cpp only, said in one line. The CUDA runtime
+is linked statically and no torch CUDA library is linked, so even a CUDA build
+loads on a CPU build of torch. No GPU is needed to build: the decision never asks
+`torch.cuda.is_available()`. FLYCUDA_FORCE_CPU=1 forces the CPU-only build.
 
     pip install --no-build-isolation -e .
 """
@@ -37,15 +42,21 @@ FORCE_CPU = os.getenv("FLYCUDA_FORCE_CPU", "0") == "1"
 FORCE_CUDA = os.getenv("FLYCUDA_FORCE_CUDA", "0") == "1"
 if FORCE_CPU and FORCE_CUDA:
     sys.exit("flycuda: FLYCUDA_FORCE_CPU=1 and FLYCUDA_FORCE_CUDA=1 contradict each other")
-if FORCE_CUDA and (torch.version.cuda is None or CUDA_HOME is None):
-    sys.exit(
-        "flycuda: FLYCUDA_FORCE_CUDA=1 needs a CUDA build of torch and a CUDA toolkit; "
-        f"got torch {torch.__version__} (torch.version.cuda={torch.version.cuda}) and "
-        f"CUDA_HOME={CUDA_HOME}. Install e.g. torch==2.14.1 and set CUDA_HOME."
-    )
-WITH_CUDA = not FORCE_CPU and (
-    FORCE_CUDA or (torch.version.cuda is not None and CUDA_HOME is not None)
-)
+if FORCE_CUDA and CUDA_HOME is None:
+    sys.exit("flycuda: FLYCUDA_FORCE_CUDA=1 needs a CUDA toolkit: set CUDA_HOME to its folder (the one holding "
+             "bin/nvcc and include/cuda_runtime.h)")
+# The stable ABI needs no CUDA build of torch to compile the CUDA kernels: a
+# toolkit is enough (the headers torch ships are the same for every build).
+WITH_CUDA = not FORCE_CPU and CUDA_HOME is not None
+if FORCE_CPU:
+    print("flycuda: building the CPU-only extension (FLYCUDA_FORCE_CPU=1)", flush=True)
+elif not WITH_CUDA:
+    print("flycuda: no CUDA toolkit found, building the CPU-only extension (the same API; the ops run on the "
+          "CPU): for flycuda's CUDA kernels set CUDA_HOME to a CUDA toolkit and reinstall", flush=True)
+if WITH_CUDA and torch.utils.cpp_extension.CUDA_HOME is None:
+    # A CPU build of torch never looks for a toolkit (its cpp_extension.CUDA_HOME is None);
+    # on the stable ABI the kernels need none of torch's CUDA, so give it ours.
+    torch.utils.cpp_extension.CUDA_HOME = CUDA_HOME
 if WITH_CUDA:
     # Without a visible GPU torch would guess; pick the generations flycuda
     # targets. Either way the newest listed arch also gets PTX.
@@ -56,8 +67,7 @@ if WITH_CUDA:
 sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
 if WITH_CUDA:
     sources += sorted(glob.glob(os.path.join("csrc", "cuda", "*.cu")))
-OPENMP = cfg.openmp_flags()
-extra_compile_args = {"cxx": cfg.HOST_FLAGS + OPENMP}
+extra_compile_args = {"cxx": list(cfg.HOST_FLAGS)}
 if WITH_CUDA:
     extra_compile_args["nvcc"] = list(cfg.NVCC_FLAGS)
 Extension = CUDAExtension if WITH_CUDA else CppExtension
@@ -71,25 +81,55 @@ print(
     flush=True,
 )
 
-# What was built, for flycuda.build_info() and the GPU self-check: one file per
-# interpreter (cpython-311, cpython-312, ...), like the extension itself.
-with open(os.path.join(ROOT, "flycuda", cfg.build_info_name()), "w") as f:
-    json.dump({"with_cuda": WITH_CUDA, "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-               "cuda_home": CUDA_HOME, "archs": os.environ.get("TORCH_CUDA_ARCH_LIST") if WITH_CUDA else None,
-               "host_flags": extra_compile_args["cxx"], "nvcc_flags": extra_compile_args.get("nvcc")}, f)
+
+class BuildExt(BuildExtension):
+    """torch's BuildExtension that also records what it built (flycuda.build_info(), the
+    GPU self-check; packaged in the wheel) and removes what earlier builds left. Only a
+    finished build writes the record (after it, so a failed build leaves no record that
+    claims it), and only where it put the extension: an sdist, a metadata step or a wheel
+    build leaves an in-place build's record alone."""
+
+    def run(self):
+        # Artifacts of the builds before the stable ABI: a per-interpreter _C would
+        # shadow the abi3 one (Python tries .cpython-3xx-*.so before .abi3.so).
+        for stale in glob.glob(os.path.join(ROOT, "flycuda", "_C.cpython-*.so")) + glob.glob(
+                os.path.join(ROOT, "flycuda", "_build_info.cpython-*.json")):
+            os.remove(stale)
+        record = {"with_cuda": WITH_CUDA, "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+                  "torch_target": "{}.{}".format(*cfg.TORCH_TARGET),
+                  "python_target": "{}.{}".format(*cfg.PYTHON_TARGET), "cuda_home": CUDA_HOME,
+                  "cuda": cfg.toolkit_version(CUDA_HOME) if WITH_CUDA else None,
+                  "archs": os.environ.get("TORCH_CUDA_ARCH_LIST") if WITH_CUDA else None,
+                  "host_flags": extra_compile_args["cxx"], "nvcc_flags": extra_compile_args.get("nvcc")}
+        stale_record = os.path.join(ROOT, "flycuda", cfg.build_info_name())
+        if self.inplace and os.path.exists(stale_record):
+            os.remove(stale_record)  # until this build has finished
+        super().run()
+        where = os.path.join(ROOT if self.inplace else self.build_lib, "flycuda")
+        os.makedirs(where, exist_ok=True)
+        with open(os.path.join(where, cfg.build_info_name()), "w") as f:
+            json.dump(record, f)
+
+
+extension = Extension(
+    "flycuda._C",
+    sources,
+    include_dirs=[os.path.join(ROOT, "csrc")],
+    extra_compile_args=extra_compile_args,
+    define_macros=[("WITH_CUDA", None)] if WITH_CUDA else [],
+    py_limited_api=True,
+)
+if WITH_CUDA:
+    # CUDAExtension links cudart, c10_cuda and torch_cuda; keep torch's CPU
+    # libraries only (the stable ABI's symbols are in torch_cpu) and the static
+    # CUDA runtime (flycuda/_buildcfg.py CUDA_LIBRARIES says why).
+    extension.libraries = [lib for lib in extension.libraries if lib not in ("cudart", "c10_cuda", "torch_cuda")]
+    extension.libraries += cfg.CUDA_LIBRARIES
 
 # Name, version, dependencies and the `flycuda` console script live in
-# pyproject.toml; this file only adds the extension.
+# pyproject.toml; this file only adds the extension and the abi3 wheel tag.
 setup(
-    ext_modules=[
-        Extension(
-            "flycuda._C",
-            sources,
-            include_dirs=[os.path.join(ROOT, "csrc")],
-            extra_compile_args=extra_compile_args,
-            define_macros=[("WITH_CUDA", None)] if WITH_CUDA else [],
-            extra_link_args=OPENMP,
-        )
-    ],
-    cmdclass={"build_ext": BuildExtension},
+    ext_modules=[extension],
+    cmdclass={"build_ext": BuildExt},
+    options={"bdist_wheel": {"py_limited_api": "cp{}{}".format(*cfg.PYTHON_TARGET)}},
 )

@@ -2,12 +2,10 @@
 #include "checks.h"
 #include "common.h"
 
-#include <ATen/ATen.h>
-#include <torch/library.h>
 
 namespace flycuda {
 
-void check_advance_step(const at::Tensor& step) {
+void check_advance_step(const Tensor& step) {
   constexpr const char* kOpName = "advance_step";
   // step: int64 [1] or [2] (element 0 is the step).
   CHECK_COUNTER(step);
@@ -15,14 +13,14 @@ void check_advance_step(const at::Tensor& step) {
 
 namespace {
 
-void advance_step_cpu(at::Tensor& step,  // [1] or [2]
+void advance_step_cpu(Tensor& step,  // [1] or [2]
                       int64_t n) {
   check_advance_step(step);
-  step.data_ptr<int64_t>()[0] += n;
+  dptr<int64_t>(step)[0] += n;
 }
 
 }  // namespace
 
-FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("advance_step", &advance_step_cpu); }
+FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("advance_step", TORCH_BOX(&advance_step_cpu)); }
 
 }  // namespace flycuda

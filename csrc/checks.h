@@ -2,10 +2,8 @@
 // (.cu) impls so both reject exactly the same inputs before touching outputs.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-#include <c10/util/Optional.h>
-#include <c10/util/string_view.h>
 
+#include "common.h"
 #include <cstdint>
 
 #include "kernels/record.cuh"
@@ -18,42 +16,42 @@ enum class FrameMode : int { Clamp = 0, Loop = 1 };
 // Validates every argument of motion_to_ctrl and returns the parsed mode.
 // `check_values` also validates the entries of act_ids (range, duplicates),
 // which needs a device-to-host copy on CUDA; it is skipped during capture.
-FrameMode check_motion_to_ctrl(const at::Tensor& motion,                 // [M, T, D]
-                               const at::Tensor& step,                   // [1] or [2]
-                               const at::Tensor& ctrl,                   // [W, nu]
-                               const at::Tensor& act_ids,                // [D]
-                               const c10::optional<at::Tensor>& offsets, // [W]
-                               double frames_per_step, c10::string_view mode,
+FrameMode check_motion_to_ctrl(const Tensor& motion,                 // [M, T, D]
+                               const Tensor& step,                   // [1] or [2]
+                               const Tensor& ctrl,                   // [W, nu]
+                               const Tensor& act_ids,                // [D]
+                               const std::optional<Tensor>& offsets, // [W]
+                               double frames_per_step, std::string_view mode,
                                int64_t advance, bool check_values);
 
 // The same for spline_to_ctrl (coeffs float64 [M, T, 4, D] instead of motion).
-FrameMode check_spline_to_ctrl(const at::Tensor& coeffs,                 // [M, T, 4, D]
-                               const at::Tensor& step,                   // [1] or [2]
-                               const at::Tensor& ctrl,                   // [W, nu]
-                               const at::Tensor& act_ids,                // [D]
-                               const c10::optional<at::Tensor>& offsets, // [W]
-                               double frames_per_step, c10::string_view mode,
+FrameMode check_spline_to_ctrl(const Tensor& coeffs,                 // [M, T, 4, D]
+                               const Tensor& step,                   // [1] or [2]
+                               const Tensor& ctrl,                   // [W, nu]
+                               const Tensor& act_ids,                // [D]
+                               const std::optional<Tensor>& offsets, // [W]
+                               double frames_per_step, std::string_view mode,
                                int64_t advance, bool check_values);
 
 // Does a step counter carry the fused advance's hidden ticket: an int64 [2] view at
 // offset 0 of a storage of kernels::kCounterBytes bytes (what new_step_counter makes)?
-bool counter_has_ticket(const at::Tensor& step);  // [1] or [2]
+bool counter_has_ticket(const Tensor& step);  // [1] or [2]
 
-void check_advance_step(const at::Tensor& step);  // [1] or [2]
+void check_advance_step(const Tensor& step);  // [1] or [2]
 
 // The record family: validates every argument and returns the launch plan
 // (kernels/record.cuh) that the CPU twin, the CUDA launcher and the
 // emulator all run. `check_values` also checks the column ids' range (a
 // device-to-host copy on CUDA; skipped during capture).
-kernels::RecordPlan check_record_qpos(const at::Tensor& qpos,     // [W, nq]
-                                      const at::Tensor& adrs,     // [D]
-                                      const at::Tensor& history,  // [W, R, D]
-                                      const at::Tensor& step,     // [1] or [2]
+kernels::RecordPlan check_record_qpos(const Tensor& qpos,     // [W, nq]
+                                      const Tensor& adrs,     // [D]
+                                      const Tensor& history,  // [W, R, D]
+                                      const Tensor& step,     // [1] or [2]
                                       int64_t every, bool check_values);
-kernels::RecordPlan check_record_chunk(const at::Tensor& source,   // [W, N]
-                                       const at::Tensor& columns,  // [D]
-                                       const at::Tensor& chunks,   // [B, W, C, D]
-                                       const at::Tensor& step,     // [1] or [2]
+kernels::RecordPlan check_record_chunk(const Tensor& source,   // [W, N]
+                                       const Tensor& columns,  // [D]
+                                       const Tensor& chunks,   // [B, W, C, D]
+                                       const Tensor& step,     // [1] or [2]
                                        int64_t every, bool check_values);
 
 // render_tiles' checks: csrc/render_args.h.

@@ -1,16 +1,9 @@
 // flycuda: host-side helpers shared by the kernel families.
 #include "common.h"
 
-#include <ATen/ATen.h>
-#include <ATen/Dispatch.h>
-
-#include <c10/core/UndefinedTensorImpl.h>
-#include <c10/util/intrusive_ptr.h>
-
-#include <array>
 #include <cstdint>
-#include <mutex>
-#include <optional>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -18,74 +11,60 @@ namespace flycuda {
 
 namespace {
 
-// Index tensors that passed check_index_values, as they were then.
-struct Validated {
-  std::optional<c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>> impl;
-  uint32_t version = 0;
-  const void* data = nullptr;
-  int64_t numel = -1, bound = -1;
-  bool unique = false;
-  int kind = 0;  // which check passed: kIndexCheck, kOffsetsCheck, kMinCheck
-};
-
-constexpr int kIndexCheck = 0, kOffsetsCheck = 1, kMinCheck = 2;
-
-class ValidatedCache {
- public:
-  // The key of `ids` as it is now. Inference tensors have no version counter:
-  // they get no key and are validated on every call.
-  static std::optional<Validated> key(const at::Tensor& ids, int64_t bound, bool unique, int kind = kIndexCheck) {
-    if (ids.is_inference()) return std::nullopt;
-    Validated v = make(ids, bound, unique);
-    v.kind = kind;
-    return v;
-  }
-  bool contains(const Validated& key, const at::Tensor& ids) {
-    std::lock_guard<std::mutex> lock(m_);
-    for (const Validated& v : entries_) {
-      if (same(v, key, ids)) return true;
-    }
-    return false;
-  }
-  void add(Validated key) {
-    std::lock_guard<std::mutex> lock(m_);
-    entries_[next_++ % entries_.size()] = std::move(key);
-  }
-
- private:
-  static Validated make(const at::Tensor& ids, int64_t bound, bool unique) {
-    Validated v;
-    v.impl.emplace(ids.getIntrusivePtr());
-    v.version = ids._version();
-    v.data = ids.const_data_ptr();
-    v.numel = ids.numel();
-    v.bound = bound;
-    v.unique = unique;
-    return v;
-  }
-  // The weak pointer pins the TensorImpl's address, so an equal address is the
-  // same tensor (not a new one allocated where a dead one was).
-  static bool same(const Validated& v, const Validated& k, const at::Tensor& ids) {
-    return v.impl && !v.impl->expired() && v.impl->_unsafe_get_target() == ids.unsafeGetTensorImpl() &&
-           v.version == k.version && v.data == k.data && v.numel == k.numel &&
-           v.bound == k.bound && v.kind == k.kind && (v.unique || !k.unique);
-  }
-  std::mutex m_;
-  std::array<Validated, 64> entries_;
-  size_t next_ = 0;
-};
-
-ValidatedCache& validated() {
-  static ValidatedCache cache;
-  return cache;
+std::string array_str(const int64_t* v, int64_t n) {
+  std::ostringstream os;
+  os << "[";
+  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return std::move(os).str();
 }
 
 }  // namespace
 
+std::string sizes_of(const Tensor& t) { return array_str(t.sizes().data(), t.dim()); }
+std::string strides_of(const Tensor& t) { return array_str(t.strides().data(), t.dim()); }
+std::string sizes_str(const std::vector<int64_t>& sizes) {
+  return array_str(sizes.data(), static_cast<int64_t>(sizes.size()));
+}
+
+std::ostream& operator<<(std::ostream& os, const torch::stable::Device& d) {
+  // c10::DeviceTypeName's lower-case names, in torch::headeronly::DeviceType's order.
+  static const char* const kNames[] = {"cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip",
+                                       "fpga", "maia", "xla", "vulkan", "metal", "xpu", "mps",
+                                       "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone"};
+  const auto type = static_cast<int>(d.type());
+  if (type >= 0 && type < static_cast<int>(sizeof(kNames) / sizeof(kNames[0]))) {
+    os << kNames[type];
+  } else {
+    os << "device type " << type;
+  }
+  if (!d.is_cpu() && d.has_index()) os << ":" << static_cast<int>(d.index());
+  return os;
+}
+
+int64_t storage_nbytes(const Tensor& t) {
+  int64_t nbytes = 0;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_storage_size(t.get(), &nbytes));
+  return nbytes;
+}
+
+Tensor host_contiguous(const Tensor& t) {
+  const Tensor cpu = t.is_cpu() ? t : torch::stable::to(t, torch::stable::Device(torch::headeronly::kCPU));
+  return cpu.is_contiguous() ? cpu : torch::stable::contiguous(cpu);
+}
+
+bool has_internal_overlap(const Tensor& t) {
+  if (t.is_contiguous()) return false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) == 0) return true;
+  }
+  return false;
+}
+
 namespace {
 
 // [first byte, one past the last byte] that t's elements span.
-std::pair<uintptr_t, uintptr_t> byte_span(const at::Tensor& t) {
+std::pair<uintptr_t, uintptr_t> byte_span(const Tensor& t) {
   int64_t lo = 0, hi = 0;
   for (int64_t d = 0; d < t.dim(); ++d) {
     const int64_t reach = (t.size(d) - 1) * t.stride(d);
@@ -98,28 +77,27 @@ std::pair<uintptr_t, uintptr_t> byte_span(const at::Tensor& t) {
 
 }  // namespace
 
-bool may_share_memory(const at::Tensor& a, const at::Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0 || !a.has_storage() || !b.has_storage()) return false;
-  if (!a.storage().is_alias_of(b.storage())) return false;
+// Without storages to compare (the stable ABI has none), two tensors share memory
+// when their byte spans intersect on one device: addresses are unique within a
+// device's address space (and CUDA's is unified with the host's).
+bool may_share_memory(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || !(a.device() == b.device())) return false;
+  if (a.const_data_ptr() == nullptr || b.const_data_ptr() == nullptr) return false;  // no data (meta)
   const auto [a0, a1] = byte_span(a);
   const auto [b0, b1] = byte_span(b);
   return a0 < b1 && b0 < a1;
 }
 
-void check_index_values(const char* op, const char* name, const at::Tensor& ids,
+void check_index_values(const char* op, const char* name, const Tensor& ids,
                         int64_t bound, const char* bound_name, bool unique) {
   const char* kOpName = op;
-  // The key is taken before the values are read, so a change in between makes
-  // the stored key stale rather than marking unchecked values as checked.
-  std::optional<Validated> key = ValidatedCache::key(ids, bound, unique);
-  if (key && validated().contains(*key, ids)) return;
   // Read the (small) index vector on the host: in place when it is already a
   // contiguous CPU tensor, else through one copy.
-  const at::Tensor host = ids.is_cpu() ? ids.contiguous() : ids.to(at::kCPU).contiguous();
+  const Tensor host = host_contiguous(ids);
   const int64_t n = host.numel();
   std::vector<int64_t> first_seen(static_cast<size_t>(bound > 0 ? bound : 0), -1);
-  AT_DISPATCH_INDEX_TYPES(host.scalar_type(), "check_index_values", [&] {
-    const index_t* p = host.data_ptr<index_t>();
+  FLYCUDA_DISPATCH_INDEX_TYPES(host.scalar_type(), "check_index_values", [&] {
+    const index_t* p = host.const_data_ptr<index_t>();
     for (int64_t i = 0; i < n; ++i) {
       const int64_t v = static_cast<int64_t>(p[i]);
       FLYCUDA_CHECK(v >= 0 && v < bound, "argument '", name, "' must hold indices in [0, ",
@@ -133,43 +111,39 @@ void check_index_values(const char* op, const char* name, const at::Tensor& ids,
       }
     }
   });
-  if (key) validated().add(std::move(*key));
 }
 
 namespace {
 
-// Runs `check(values, n)` on the host copy of the 1-D int32/int64 tensor `t`,
-// unless `t` passed the same check (`kind`, `bound`) unchanged before.
+// Runs `check(values, n)` on the host copy of the 1-D int32/int64 tensor `t`.
 template <typename F>
-void check_values_once(const at::Tensor& t, int64_t bound, int kind, F&& check) {
-  std::optional<Validated> key = ValidatedCache::key(t, bound, false, kind);
-  if (key && validated().contains(*key, t)) return;
-  const at::Tensor host = t.is_cpu() ? t.contiguous() : t.to(at::kCPU).contiguous();
-  AT_DISPATCH_INDEX_TYPES(host.scalar_type(), "check_values_once",
-                          [&] { check(host.data_ptr<index_t>(), host.numel()); });
-  if (key) validated().add(std::move(*key));
+void check_values(const Tensor& t, F&& check) {
+  const Tensor host = host_contiguous(t);
+  FLYCUDA_DISPATCH_INDEX_TYPES(host.scalar_type(), "check_values",
+                               [&] { check(host.const_data_ptr<index_t>(), host.numel()); });
 }
 
 }  // namespace
 
-void check_offsets_values(const char* op, const char* name, const at::Tensor& offsets, int64_t total,
+void check_offsets_values(const char* op, const char* name, const Tensor& offsets, int64_t total,
                           const char* total_name) {
   const char* kOpName = op;
-  check_values_once(offsets, total, kOffsetsCheck, [&](const auto* p, int64_t n) {
+  check_values(offsets, [&](const auto* p, int64_t n) {
     FLYCUDA_CHECK(n >= 1 && p[0] == 0, "argument '", name, "' must start at 0, got ", name, "[0] = ",
                   n >= 1 ? static_cast<int64_t>(p[0]) : -1);
     for (int64_t i = 1; i < n; ++i) {
       FLYCUDA_CHECK(p[i] >= p[i - 1], "argument '", name, "' must be non-decreasing, got ", name, "[", i,
-                    "] = ", static_cast<int64_t>(p[i]), " < ", name, "[", i - 1, "] = ", static_cast<int64_t>(p[i - 1]));
+                    "] = ", static_cast<int64_t>(p[i]), " < ", name, "[", i - 1, "] = ",
+                    static_cast<int64_t>(p[i - 1]));
     }
     FLYCUDA_CHECK(p[n - 1] == total, "argument '", name, "' must end at ", total_name, " = ", total, ", got ", name,
                   "[", n - 1, "] = ", static_cast<int64_t>(p[n - 1]));
   });
 }
 
-void check_min_values(const char* op, const char* name, const at::Tensor& values, int64_t min) {
+void check_min_values(const char* op, const char* name, const Tensor& values, int64_t min) {
   const char* kOpName = op;
-  check_values_once(values, min, kMinCheck, [&](const auto* p, int64_t n) {
+  check_values(values, [&](const auto* p, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       FLYCUDA_CHECK(p[i] >= min, "argument '", name, "' must hold values >= ", min, ", got ", name, "[", i,
                     "] = ", static_cast<int64_t>(p[i]));

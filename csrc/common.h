@@ -1,50 +1,133 @@
-// flycuda: check macros and helpers shared by every kernel family.
+// flycuda: the host side's one view of torch, and the check macros and helpers
+// shared by every kernel family.
+//
+// The extension is built on PyTorch's stable ABI (torch/csrc/stable, targeting
+// torch 2.10, TORCH_TARGET_VERSION in setup.py): one binary runs on every torch
+// >= 2.10. Nothing here includes ATen or c10; `Tensor` is torch::stable::Tensor.
 //
 // Every checker function defines `constexpr const char* kOpName = "<op>";` so
 // that the macros below can prefix messages with the public op name, e.g.
 //   flycuda.motion_to_ctrl: argument 'ctrl' must have dtype Float, got Double
 #pragma once
 
-#include <ATen/MemoryOverlap.h>
-#include <ATen/core/Tensor.h>
-#include <c10/util/Exception.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
 
 #include <cstdint>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
 
-#define FLYCUDA_CHECK(cond, ...) \
-  TORCH_CHECK(cond, "flycuda.", kOpName, ": ", __VA_ARGS__)
-#define FLYCUDA_CHECK_VALUE(cond, ...) \
-  TORCH_CHECK_VALUE(cond, "flycuda.", kOpName, ": ", __VA_ARGS__)
+namespace flycuda {
+
+using Tensor = torch::stable::Tensor;
+using TensorList = std::vector<Tensor>;  // a Tensor[] argument (taken by const&)
+using torch::headeronly::ScalarType;
+inline constexpr ScalarType kFloat = ScalarType::Float;
+inline constexpr ScalarType kDouble = ScalarType::Double;
+inline constexpr ScalarType kInt = ScalarType::Int;
+inline constexpr ScalarType kLong = ScalarType::Long;
+inline constexpr ScalarType kByte = ScalarType::Byte;
+inline constexpr ScalarType kBool = ScalarType::Bool;
+
+// "[2, 3]": a tensor's shape or strides as ATen prints them (errors quote them).
+std::string sizes_of(const Tensor& t);
+std::string strides_of(const Tensor& t);
+std::string sizes_str(const std::vector<int64_t>& sizes);
+// "cpu", "cuda:0".
+std::ostream& operator<<(std::ostream& os, const torch::stable::Device& d);
+
+// t's data as T* (the dtype checked by torch): what the kernels and CPU twins take.
+template <typename T>
+T* dptr(const Tensor& t) {
+  return t.mutable_data_ptr<T>();
+}
+
+namespace detail {
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  ((os << args), ...);
+  return std::move(os).str();
+}
+}  // namespace detail
+
+}  // namespace flycuda
+
+// A failed check throws std::runtime_error (Python: RuntimeError) with the
+// message alone; the _VALUE form throws std::invalid_argument.
+#define FLYCUDA_FAIL(...) throw std::runtime_error(::flycuda::detail::cat(__VA_ARGS__))
+#define FLYCUDA_CHECK(cond, ...)                                              \
+  do {                                                                       \
+    if (!(cond)) FLYCUDA_FAIL("flycuda.", kOpName, ": ", __VA_ARGS__);        \
+  } while (0)
+#define FLYCUDA_CHECK_VALUE(cond, ...)                                        \
+  do {                                                                       \
+    if (!(cond))                                                             \
+      throw std::invalid_argument(                                           \
+          ::flycuda::detail::cat("flycuda.", kOpName, ": ", __VA_ARGS__));    \
+  } while (0)
+
+// AT_DISPATCH_INDEX_TYPES / AT_DISPATCH_FLOATING_TYPES without ATen: runs the
+// lambda with `index_t` (int32/int64) or `scalar_t` (float/double) bound.
+#define FLYCUDA_DISPATCH_TWO_(TYPE, NAME, ALIAS, K1, T1, K2, T2, WHAT, ...)     \
+  [&] {                                                                      \
+    switch (TYPE) {                                                          \
+      case K1: {                                                             \
+        using ALIAS = T1;                                                    \
+        return __VA_ARGS__();                                                \
+      }                                                                      \
+      case K2: {                                                             \
+        using ALIAS = T2;                                                    \
+        return __VA_ARGS__();                                                \
+      }                                                                      \
+      default:                                                               \
+        FLYCUDA_FAIL(NAME, ": expected ", WHAT, " dtype, got ", TYPE);         \
+    }                                                                        \
+  }()
+#define FLYCUDA_DISPATCH_INDEX_TYPES(TYPE, NAME, ...)                                                  \
+  FLYCUDA_DISPATCH_TWO_(TYPE, NAME, index_t, ::flycuda::kInt, int32_t, ::flycuda::kLong, int64_t,     \
+                        "an Int or Long index", __VA_ARGS__)
+#define FLYCUDA_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...)                                               \
+  FLYCUDA_DISPATCH_TWO_(TYPE, NAME, scalar_t, ::flycuda::kFloat, float, ::flycuda::kDouble, double,   \
+                        "a Float or Double", __VA_ARGS__)
 
 #define CHECK_DTYPE(x, dt)                                                   \
   FLYCUDA_CHECK((x).scalar_type() == (dt), "argument '" #x "' must have dtype ", \
                 (dt), ", got ", (x).scalar_type())
 #define CHECK_DIM(x, n)                                                    \
   FLYCUDA_CHECK((x).dim() == (n), "argument '" #x "' must be a ", (n),       \
-                "-D tensor, got ", (x).dim(), "-D with shape ", (x).sizes())
+                "-D tensor, got ", (x).dim(), "-D with shape ", ::flycuda::sizes_of(x))
 #define CHECK_SIZE(x, i, n)                                                  \
   FLYCUDA_CHECK((x).size(i) == (n), "argument '" #x "' must have size ", (n), \
-                " in dim ", (i), ", got shape ", (x).sizes())
+                " in dim ", (i), ", got shape ", ::flycuda::sizes_of(x))
 #define CHECK_SAME_DEVICE(x, ref)                                            \
   FLYCUDA_CHECK((x).device() == (ref).device(), "argument '" #x               \
                 "' must be on ", (ref).device(), " (the device of '" #ref      \
                 "'), got ", (x).device())
 #define CHECK_CONTIGUOUS(x)                                                  \
   FLYCUDA_CHECK((x).is_contiguous(), "argument '" #x                          \
-                "' must be contiguous, got shape ", (x).sizes(), " strides ", \
-                (x).strides())
+                "' must be contiguous, got shape ", ::flycuda::sizes_of(x),  \
+                " strides ", ::flycuda::strides_of(x))
 #define CHECK_NO_OVERLAP(x)                                                  \
-  FLYCUDA_CHECK(at::has_internal_overlap(x) != at::MemOverlap::Yes,            \
+  FLYCUDA_CHECK(!::flycuda::has_internal_overlap(x),                          \
                 "argument '" #x "' must not have overlapping memory (e.g. an " \
-                "expanded tensor), got shape ", (x).sizes(), " strides ",    \
-                (x).strides())
+                "expanded tensor), got shape ", ::flycuda::sizes_of(x),        \
+                " strides ", ::flycuda::strides_of(x))
 // An output must not share memory with an input: the kernels mark both
 // __restrict__, and the CPU twins would read what they already wrote.
 #define CHECK_NOT_ALIASED(out, in)                                             \
   FLYCUDA_CHECK(!::flycuda::may_share_memory(out, in), "argument '" #out        \
                 "' must not share memory with argument '" #in "'")
 #define CHECK_INDEX_DTYPE(x)                                                 \
-  FLYCUDA_CHECK((x).scalar_type() == at::kInt || (x).scalar_type() == at::kLong, \
+  FLYCUDA_CHECK((x).scalar_type() == ::flycuda::kInt || (x).scalar_type() == ::flycuda::kLong, \
                 "argument '" #x "' must have dtype Int or Long, got ",       \
                 (x).scalar_type())
 
@@ -53,22 +136,22 @@
 // kernels::kCounterBytes long) that lets motion_to_ctrl fuse its advance into one
 // launch; see csrc/kernels/motion_to_ctrl.cuh.
 #define CHECK_COUNTER(x)                                                     \
-  FLYCUDA_CHECK((x).scalar_type() == at::kLong && (x).dim() == 1 &&            \
+  FLYCUDA_CHECK((x).scalar_type() == ::flycuda::kLong && (x).dim() == 1 &&            \
                     ((x).size(0) == 1 || (x).size(0) == 2) && (x).is_contiguous(), \
                 "argument '" #x "' must be a contiguous int64 step counter of shape " \
                 "[1] or [2] (see flycuda.new_step_counter), got ", (x).scalar_type(), \
-                " of shape ", (x).sizes())
+                " of shape ", ::flycuda::sizes_of(x))
 
 // The op namespace: `flycuda` for the installed extension. JIT builds of these
 // sources (flycuda.dev.build) pass -DFLYCUDA_NS=flycuda_jit so both can live in
-// one process. TORCH_LIBRARY stringifies its argument, so FLYCUDA_NS would not
-// be expanded if passed directly (pytorch#127615); one more macro level does it.
+// one process. STABLE_TORCH_LIBRARY stringifies its argument, so FLYCUDA_NS would
+// not be expanded if passed directly (pytorch#127615); one more macro level does it.
 #ifndef FLYCUDA_NS
 #define FLYCUDA_NS flycuda
 #endif
-#define FLYCUDA_LIBRARY_EXPAND_(ns, m) TORCH_LIBRARY(ns, m)
+#define FLYCUDA_LIBRARY_EXPAND_(ns, m) STABLE_TORCH_LIBRARY(ns, m)
 #define FLYCUDA_LIBRARY(m) FLYCUDA_LIBRARY_EXPAND_(FLYCUDA_NS, m)
-#define FLYCUDA_LIBRARY_IMPL_EXPAND_(ns, k, m) TORCH_LIBRARY_IMPL(ns, k, m)
+#define FLYCUDA_LIBRARY_IMPL_EXPAND_(ns, k, m) STABLE_TORCH_LIBRARY_IMPL(ns, k, m)
 #define FLYCUDA_LIBRARY_IMPL(k, m) FLYCUDA_LIBRARY_IMPL_EXPAND_(FLYCUDA_NS, k, m)
 
 // FLYCUDA_HOST_DEVICE and friends (no ATen): see kernels/platform.h.
@@ -76,27 +159,38 @@
 
 namespace flycuda {
 
+// The nbytes of t's storage (a step counter's hidden ticket lives past its view).
+int64_t storage_nbytes(const Tensor& t);
+
+// A contiguous copy of t on the CPU (t itself when it already is one).
+Tensor host_contiguous(const Tensor& t);
+
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Checks that every entry of the 1-D index tensor `ids` lies in [0, bound)
 // and, when `unique`, that no entry repeats. Copies `ids` to the host when it
 // lives on a device (callers skip this while a CUDA graph is being captured).
-// A tensor that passed is remembered (by identity, version and data pointer),
-// so an unchanged index tensor is validated once, not on every call (inference
-// tensors, which have no version, every time). motion_to_ctrl and record_qpos
-// skip out-of-range entries in their kernels, so a write that bypasses the
-// version counter (e.g. through a Warp array) is never a memory error there.
-void check_index_values(const char* op, const char* name, const at::Tensor& ids,
+// Nothing is remembered between calls: the stable ABI has no version counter to
+// key a cache on. So the CPU impls (no copy: a scan of the index vector) check
+// on every call, and the CUDA launchers never do: the Python wrappers check CUDA
+// index tensors once per tensor version (flycuda/ops/_values.py), and every
+// kernel skips out-of-range entries, so a bad index from a direct torch.ops call
+// is never a memory error.
+void check_index_values(const char* op, const char* name, const Tensor& ids,
                         int64_t bound, const char* bound_name, bool unique);
 
-// The same caching for two more checks of 1-D int32/int64 tensors: CSR offsets
+// Two more checks of 1-D int32/int64 tensors: CSR offsets
 // (offsets[0] == 0, non-decreasing, offsets[-1] == total) and a lower bound on
 // every value.
-void check_offsets_values(const char* op, const char* name, const at::Tensor& offsets, int64_t total,
+void check_offsets_values(const char* op, const char* name, const Tensor& offsets, int64_t total,
                           const char* total_name);
-void check_min_values(const char* op, const char* name, const at::Tensor& values, int64_t min);
+void check_min_values(const char* op, const char* name, const Tensor& values, int64_t min);
 
-// Do the byte ranges that a and b span (any strides) intersect in one storage?
-bool may_share_memory(const at::Tensor& a, const at::Tensor& b);
+// Does some element of t repeat in memory (a stride 0 over a size > 1, as
+// at::has_internal_overlap's MemOverlap::Yes)?
+bool has_internal_overlap(const Tensor& t);
+
+// Do the byte ranges that a and b span (any strides) intersect on one device?
+bool may_share_memory(const Tensor& a, const Tensor& b);
 
 }  // namespace flycuda

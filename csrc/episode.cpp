@@ -6,9 +6,6 @@
 
 #include "common.h"
 
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
 
 #include <climits>
 #include <cmath>
@@ -18,32 +15,32 @@ namespace flycuda {
 namespace {
 
 // `t` on `ref`'s device, of dtype `dt`, `dim`-D; messages name both arguments.
-void expect(const char* kOpName, const at::Tensor& t, const char* name, at::ScalarType dt, int64_t dim,
-            const at::Tensor& ref, const char* ref_name) {
+void expect(const char* kOpName, const Tensor& t, const char* name, ScalarType dt, int64_t dim,
+            const Tensor& ref, const char* ref_name) {
   FLYCUDA_CHECK(t.device() == ref.device(), "argument '", name, "' must be on ", ref.device(), " (the device of '",
                 ref_name, "'), got ", t.device());
   FLYCUDA_CHECK(t.scalar_type() == dt, "argument '", name, "' must have dtype ", dt, ", got ", t.scalar_type());
   FLYCUDA_CHECK(t.dim() == dim, "argument '", name, "' must be a ", dim, "-D tensor, got ", t.dim(),
-                "-D with shape ", t.sizes());
+                "-D with shape ", sizes_of(t));
 }
 
-void expect_size(const char* kOpName, const at::Tensor& t, const char* name, int64_t i, int64_t n,
+void expect_size(const char* kOpName, const Tensor& t, const char* name, int64_t i, int64_t n,
                  const char* what) {
   FLYCUDA_CHECK(t.size(i) == n, "argument '", name, "' must have size ", n, " (", what, ") in dim ", i,
-                ", got shape ", t.sizes());
+                ", got shape ", sizes_of(t));
 }
 
-void expect_contiguous(const char* kOpName, const at::Tensor& t, const char* name) {
-  FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous, got shape ", t.sizes(), " strides ",
-                t.strides());
+void expect_contiguous(const char* kOpName, const Tensor& t, const char* name) {
+  FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous, got shape ", sizes_of(t), " strides ",
+                strides_of(t));
 }
 
 // An output: no overlapping memory, none shared with any of `others` (name, tensor).
-void expect_output(const char* kOpName, const at::Tensor& out, const char* name,
-                   std::initializer_list<std::pair<const char*, const at::Tensor*>> others) {
-  FLYCUDA_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, "argument '", name,
-                "' must not have overlapping memory (e.g. an expanded tensor), got shape ", out.sizes(), " strides ",
-                out.strides());
+void expect_output(const char* kOpName, const Tensor& out, const char* name,
+                   std::initializer_list<std::pair<const char*, const Tensor*>> others) {
+  FLYCUDA_CHECK(!has_internal_overlap(out), "argument '", name,
+                "' must not have overlapping memory (e.g. an expanded tensor), got shape ", sizes_of(out), " strides ",
+                strides_of(out));
   for (const auto& [other_name, other] : others) {
     FLYCUDA_CHECK(!may_share_memory(out, *other), "argument '", name, "' must not share memory with argument '",
                   other_name, "'");
@@ -56,35 +53,35 @@ void expect_threads(const char* kOpName, int64_t threads, const char* what) {
 
 }  // namespace
 
-kernels::MotionAtPlan check_motion_at(const at::Tensor& frames, const at::Tensor& world_steps, const at::Tensor& out,
-                                      const c10::optional<at::Tensor>& offsets, double frames_per_step,
-                                      c10::string_view frame_mode) {
+kernels::MotionAtPlan check_motion_at(const Tensor& frames, const Tensor& world_steps, const Tensor& out,
+                                      const std::optional<Tensor>& offsets, double frames_per_step,
+                                      std::string_view frame_mode) {
   constexpr const char* kOpName = "motion_at";
-  FLYCUDA_CHECK(out.scalar_type() == at::kFloat && out.dim() == 2, "argument 'out' must be a float32 [W, D] "
-                "tensor, got ", out.scalar_type(), " of shape ", out.sizes());
+  FLYCUDA_CHECK(out.scalar_type() == kFloat && out.dim() == 2, "argument 'out' must be a float32 [W, D] "
+                "tensor, got ", out.scalar_type(), " of shape ", sizes_of(out));
   const int64_t W = out.size(0), D = out.size(1);
-  const bool cubic = frames.scalar_type() == at::kDouble;
+  const bool cubic = frames.scalar_type() == kDouble;
   FLYCUDA_CHECK(frames.device() == out.device(), "argument 'frames' must be on ", out.device(),
                 " (the device of 'out'), got ", frames.device());
-  FLYCUDA_CHECK((frames.scalar_type() == at::kFloat && frames.dim() == 3) ||
+  FLYCUDA_CHECK((frames.scalar_type() == kFloat && frames.dim() == 3) ||
                     (cubic && frames.dim() == 4 && frames.size(2) == 4),
                 "argument 'frames' must be float32 [M, T, D] (recorded frames, linear) or float64 [M, T, 4, D] "
-                "(cubic pieces, flycuda.spline_coeffs), got ", frames.scalar_type(), " of shape ", frames.sizes());
+                "(cubic pieces, flycuda.spline_coeffs), got ", frames.scalar_type(), " of shape ", sizes_of(frames));
   expect_contiguous(kOpName, frames, "frames");
   FLYCUDA_CHECK(frames.size(0) == 1 || frames.size(0) == W, "argument 'frames' must have size 1 or W = ", W,
-                " (out.size(0)) in dim 0, got shape ", frames.sizes());
+                " (out.size(0)) in dim 0, got shape ", sizes_of(frames));
   FLYCUDA_CHECK(frames.size(1) >= 1, "argument 'frames' must hold at least one frame (dim 1), got shape ",
-                frames.sizes());
+                sizes_of(frames));
   expect_size(kOpName, frames, "frames", frames.dim() - 1, D, "D = out.size(1)");
-  expect(kOpName, world_steps, "world_steps", at::kLong, 1, out, "out");
+  expect(kOpName, world_steps, "world_steps", kLong, 1, out, "out");
   expect_size(kOpName, world_steps, "world_steps", 0, W, "W = out.size(0)");
   expect_contiguous(kOpName, world_steps, "world_steps");
   if (offsets.has_value()) {
-    const at::Tensor& o = *offsets;
-    FLYCUDA_CHECK(o.device() == out.device() && (o.scalar_type() == at::kFloat || o.scalar_type() == at::kDouble) &&
+    const Tensor& o = *offsets;
+    FLYCUDA_CHECK(o.device() == out.device() && (o.scalar_type() == kFloat || o.scalar_type() == kDouble) &&
                       o.dim() == 1 && o.size(0) == W && o.is_contiguous(),
                   "argument 'offsets' must be a contiguous float32/float64 [", W, "] tensor on ", out.device(),
-                  ", got ", o.scalar_type(), " of shape ", o.sizes(), " on ", o.device());
+                  ", got ", o.scalar_type(), " of shape ", sizes_of(o), " on ", o.device());
     expect_output(kOpName, out, "out", {{"offsets", &o}});
   }
   expect_output(kOpName, out, "out", {{"frames", &frames}, {"world_steps", &world_steps}});
@@ -103,23 +100,23 @@ kernels::MotionAtPlan check_motion_at(const at::Tensor& frames, const at::Tensor
   return p;
 }
 
-kernels::ScatterPlan check_scatter_actions(const at::Tensor& actions, const at::Tensor& act_ids,
-                                           const at::Tensor& action_map, const at::Tensor& ctrl, bool check_values) {
+kernels::ScatterPlan check_scatter_actions(const Tensor& actions, const Tensor& act_ids,
+                                           const Tensor& action_map, const Tensor& ctrl, bool check_values) {
   constexpr const char* kOpName = "scatter_actions";
-  FLYCUDA_CHECK(ctrl.scalar_type() == at::kFloat && ctrl.dim() == 2, "argument 'ctrl' must be a float32 [W, nu] "
-                "tensor, got ", ctrl.scalar_type(), " of shape ", ctrl.sizes());
+  FLYCUDA_CHECK(ctrl.scalar_type() == kFloat && ctrl.dim() == 2, "argument 'ctrl' must be a float32 [W, nu] "
+                "tensor, got ", ctrl.scalar_type(), " of shape ", sizes_of(ctrl));
   const int64_t W = ctrl.size(0);
-  expect(kOpName, actions, "actions", at::kFloat, 2, ctrl, "ctrl");
+  expect(kOpName, actions, "actions", kFloat, 2, ctrl, "ctrl");
   expect_size(kOpName, actions, "actions", 0, W, "W = ctrl.size(0)");
   const int64_t A = actions.size(1);
   FLYCUDA_CHECK(act_ids.device() == ctrl.device() &&
-                    (act_ids.scalar_type() == at::kInt || act_ids.scalar_type() == at::kLong) && act_ids.dim() == 1 &&
+                    (act_ids.scalar_type() == kInt || act_ids.scalar_type() == kLong) && act_ids.dim() == 1 &&
                     act_ids.size(0) == A && act_ids.is_contiguous(),
                 "argument 'act_ids' must be a contiguous int32/int64 [A] = [", A, "] tensor on ", ctrl.device(),
-                ", got ", act_ids.scalar_type(), " of shape ", act_ids.sizes(), " on ", act_ids.device());
-  expect(kOpName, action_map, "action_map", at::kFloat, 2, ctrl, "ctrl");
+                ", got ", act_ids.scalar_type(), " of shape ", sizes_of(act_ids), " on ", act_ids.device());
+  expect(kOpName, action_map, "action_map", kFloat, 2, ctrl, "ctrl");
   FLYCUDA_CHECK(action_map.size(0) == 4 && action_map.size(1) == A, "argument 'action_map' must have shape [4, ", A,
-                "] (rows scale, offset, low, high), got ", action_map.sizes());
+                "] (rows scale, offset, low, high), got ", sizes_of(action_map));
   expect_contiguous(kOpName, action_map, "action_map");
   expect_output(kOpName, ctrl, "ctrl", {{"actions", &actions}, {"act_ids", &act_ids}, {"action_map", &action_map}});
   expect_threads(kOpName, W * A, "W * A");
@@ -135,37 +132,37 @@ kernels::ScatterPlan check_scatter_actions(const at::Tensor& actions, const at::
   return p;
 }
 
-kernels::GatherPlan check_gather_columns(at::TensorList sources, const at::Tensor& columns, const at::Tensor& out,
+kernels::GatherPlan check_gather_columns(const TensorList& sources, const Tensor& columns, const Tensor& out,
                                          bool check_values) {
   constexpr const char* kOpName = "gather_columns";
-  FLYCUDA_CHECK(out.scalar_type() == at::kFloat && out.dim() == 2, "argument 'out' must be a float32 [W, O] "
-                "tensor, got ", out.scalar_type(), " of shape ", out.sizes());
+  FLYCUDA_CHECK(out.scalar_type() == kFloat && out.dim() == 2, "argument 'out' must be a float32 [W, O] "
+                "tensor, got ", out.scalar_type(), " of shape ", sizes_of(out));
   const int64_t W = out.size(0), O = out.size(1);
   const int64_t n = static_cast<int64_t>(sources.size());
   FLYCUDA_CHECK(n >= 1 && n <= kernels::kMaxSources, "argument 'sources' must hold 1 to ", kernels::kMaxSources,
                 " tensors, got ", n);
   kernels::GatherPlan p;
   for (int64_t k = 0; k < n; ++k) {
-    const at::Tensor& s = sources[k];
-    FLYCUDA_CHECK(s.device() == out.device() && s.scalar_type() == at::kFloat && s.dim() == 2 && s.size(0) == W,
+    const Tensor& s = sources[k];
+    FLYCUDA_CHECK(s.device() == out.device() && s.scalar_type() == kFloat && s.dim() == 2 && s.size(0) == W,
                   "argument 'sources' must hold float32 [W = ", W, ", N] tensors on ", out.device(), "; sources[", k,
-                  "] is ", s.scalar_type(), " of shape ", s.sizes(), " on ", s.device());
+                  "] is ", s.scalar_type(), " of shape ", sizes_of(s), " on ", s.device());
     FLYCUDA_CHECK(!may_share_memory(out, s), "argument 'out' must not share memory with argument 'sources' (sources[",
                   k, "])");
-    p.src[k] = s.data_ptr<float>();
+    p.src[k] = dptr<float>(s);
     p.src_s0[k] = s.stride(0);
     p.src_s1[k] = s.stride(1);
     p.src_n[k] = s.size(1);
   }
-  expect(kOpName, columns, "columns", at::kInt, 2, out, "out");
+  expect(kOpName, columns, "columns", kInt, 2, out, "out");
   FLYCUDA_CHECK(columns.size(0) == O && columns.size(1) == 2, "argument 'columns' must have shape [O, 2] = [", O,
-                ", 2] (source, column), got ", columns.sizes());
+                ", 2] (source, column), got ", sizes_of(columns));
   expect_contiguous(kOpName, columns, "columns");
   expect_output(kOpName, out, "out", {{"columns", &columns}});
   expect_threads(kOpName, W * O, "W * O");
   if (check_values && O > 0) {
-    const at::Tensor host = columns.cpu();  // one small copy on CUDA (never in capture)
-    const int32_t* c = host.data_ptr<int32_t>();
+    const Tensor host = host_contiguous(columns);  // one small copy on CUDA (never in capture)
+    const int32_t* c = dptr<int32_t>(host);
     for (int64_t o = 0; o < O; ++o) {
       FLYCUDA_CHECK(c[2 * o] >= 0 && c[2 * o] < n, "argument 'columns' row ", o, " names source ", c[2 * o],
                     "; there are ", n, " sources");
@@ -181,21 +178,21 @@ kernels::GatherPlan check_gather_columns(at::TensorList sources, const at::Tenso
   return p;
 }
 
-kernels::EpisodePlan check_episode_step(const at::Tensor& world_steps, const at::Tensor& qpos, const at::Tensor& qvel,
-                                        const at::Tensor& terminated, const at::Tensor& truncated, int64_t root_adr,
+kernels::EpisodePlan check_episode_step(const Tensor& world_steps, const Tensor& qpos, const Tensor& qvel,
+                                        const Tensor& terminated, const Tensor& truncated, int64_t root_adr,
                                         double min_height, double max_height, double min_up, int64_t max_steps) {
   constexpr const char* kOpName = "episode_step";
-  FLYCUDA_CHECK(world_steps.scalar_type() == at::kLong && world_steps.dim() == 1 && world_steps.is_contiguous(),
+  FLYCUDA_CHECK(world_steps.scalar_type() == kLong && world_steps.dim() == 1 && world_steps.is_contiguous(),
                 "argument 'world_steps' must be a contiguous int64 [W] tensor, got ", world_steps.scalar_type(),
-                " of shape ", world_steps.sizes());
+                " of shape ", sizes_of(world_steps));
   const int64_t W = world_steps.size(0);
-  expect(kOpName, qpos, "qpos", at::kFloat, 2, world_steps, "world_steps");
+  expect(kOpName, qpos, "qpos", kFloat, 2, world_steps, "world_steps");
   expect_size(kOpName, qpos, "qpos", 0, W, "W = world_steps.size(0)");
-  expect(kOpName, qvel, "qvel", at::kFloat, 2, world_steps, "world_steps");
+  expect(kOpName, qvel, "qvel", kFloat, 2, world_steps, "world_steps");
   expect_size(kOpName, qvel, "qvel", 0, W, "W = world_steps.size(0)");
-  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"terminated", &terminated},
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"terminated", &terminated},
                                 {"truncated", &truncated}}) {
-    expect(kOpName, *t, name, at::kBool, 1, world_steps, "world_steps");
+    expect(kOpName, *t, name, kBool, 1, world_steps, "world_steps");
     expect_size(kOpName, *t, name, 0, W, "W = world_steps.size(0)");
     expect_contiguous(kOpName, *t, name);
     expect_output(kOpName, *t, name, {{"qpos", &qpos}, {"qvel", &qvel}, {"world_steps", &world_steps}});
@@ -228,45 +225,45 @@ kernels::EpisodePlan check_episode_step(const at::Tensor& world_steps, const at:
 
 kernels::ResetPlan check_reset_worlds(const ResetArgs& a) {
   constexpr const char* kOpName = "reset_worlds";
-  FLYCUDA_CHECK(a.done.scalar_type() == at::kBool && a.done.dim() == 1 && a.done.is_contiguous(),
+  FLYCUDA_CHECK(a.done.scalar_type() == kBool && a.done.dim() == 1 && a.done.is_contiguous(),
                 "argument 'done' must be a contiguous bool [W] tensor, got ", a.done.scalar_type(), " of shape ",
-                a.done.sizes());
+                sizes_of(a.done));
   const int64_t W = a.done.size(0);
-  expect(kOpName, a.qpos, "qpos", at::kFloat, 2, a.done, "done");
+  expect(kOpName, a.qpos, "qpos", kFloat, 2, a.done, "done");
   expect_size(kOpName, a.qpos, "qpos", 0, W, "W = done.size(0)");
-  expect(kOpName, a.qvel, "qvel", at::kFloat, 2, a.done, "done");
+  expect(kOpName, a.qvel, "qvel", kFloat, 2, a.done, "done");
   expect_size(kOpName, a.qvel, "qvel", 0, W, "W = done.size(0)");
   const int64_t nq = a.qpos.size(1), nv = a.qvel.size(1);
-  expect(kOpName, a.init_qpos, "init_qpos", at::kFloat, 2, a.done, "done");
+  expect(kOpName, a.init_qpos, "init_qpos", kFloat, 2, a.done, "done");
   const int64_t K = a.init_qpos.size(0);
   FLYCUDA_CHECK(K >= 1, "argument 'init_qpos' must hold at least one initial state [K >= 1, nq], got shape ",
-                a.init_qpos.sizes());
+                sizes_of(a.init_qpos));
   expect_size(kOpName, a.init_qpos, "init_qpos", 1, nq, "nq = qpos.size(1)");
-  expect(kOpName, a.init_qvel, "init_qvel", at::kFloat, 2, a.done, "done");
+  expect(kOpName, a.init_qvel, "init_qvel", kFloat, 2, a.done, "done");
   expect_size(kOpName, a.init_qvel, "init_qvel", 0, K, "K = init_qpos.size(0)");
   expect_size(kOpName, a.init_qvel, "init_qvel", 1, nv, "nv = qvel.size(1)");
-  expect(kOpName, a.init_frames, "init_frames", at::kDouble, 1, a.done, "done");
+  expect(kOpName, a.init_frames, "init_frames", kDouble, 1, a.done, "done");
   expect_size(kOpName, a.init_frames, "init_frames", 0, K, "K = init_qpos.size(0)");
-  expect(kOpName, a.qpos_noise, "qpos_noise", at::kFloat, 1, a.done, "done");
+  expect(kOpName, a.qpos_noise, "qpos_noise", kFloat, 1, a.done, "done");
   expect_size(kOpName, a.qpos_noise, "qpos_noise", 0, nq, "nq = qpos.size(1)");
-  expect(kOpName, a.qvel_noise, "qvel_noise", at::kFloat, 1, a.done, "done");
+  expect(kOpName, a.qvel_noise, "qvel_noise", kFloat, 1, a.done, "done");
   expect_size(kOpName, a.qvel_noise, "qvel_noise", 0, nv, "nv = qvel.size(1)");
-  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"init_qpos", &a.init_qpos},
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"init_qpos", &a.init_qpos},
                                 {"init_qvel", &a.init_qvel}, {"init_frames", &a.init_frames},
                                 {"qpos_noise", &a.qpos_noise}, {"qvel_noise", &a.qvel_noise}}) {
     expect_contiguous(kOpName, *t, name);
   }
-  for (const auto& [name, t, dt] : {std::tuple<const char*, const at::Tensor*, at::ScalarType>{
-                                        "world_steps", &a.world_steps, at::kLong},
-                                    {"episodes", &a.episodes, at::kLong}, {"offsets", &a.offsets, at::kDouble}}) {
+  for (const auto& [name, t, dt] : {std::tuple<const char*, const Tensor*, ScalarType>{
+                                        "world_steps", &a.world_steps, kLong},
+                                    {"episodes", &a.episodes, kLong}, {"offsets", &a.offsets, kDouble}}) {
     expect(kOpName, *t, name, dt, 1, a.done, "done");
     expect_size(kOpName, *t, name, 0, W, "W = done.size(0)");
     expect_contiguous(kOpName, *t, name);
   }
-  const std::initializer_list<std::pair<const char*, const at::Tensor*>> inputs = {
+  const std::initializer_list<std::pair<const char*, const Tensor*>> inputs = {
       {"done", &a.done}, {"init_qpos", &a.init_qpos}, {"init_qvel", &a.init_qvel}, {"init_frames", &a.init_frames},
       {"qpos_noise", &a.qpos_noise}, {"qvel_noise", &a.qvel_noise}};
-  const std::pair<const char*, at::Tensor*> outputs[] = {{"qpos", &a.qpos}, {"qvel", &a.qvel},
+  const std::pair<const char*, Tensor*> outputs[] = {{"qpos", &a.qpos}, {"qvel", &a.qvel},
                                                          {"world_steps", &a.world_steps},
                                                          {"episodes", &a.episodes}, {"offsets", &a.offsets}};
   for (size_t i = 0; i < 5; ++i) {
@@ -296,86 +293,86 @@ namespace {
 // parallel where elements are independent).
 template <typename F>
 void for_each(int64_t n, const F& f) {
-  at::parallel_for(0, n, /*grain_size=*/2048, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, n, /*grain_size=*/2048, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) f(i);
   });
 }
 
-void motion_at_cpu(const at::Tensor& frames, const at::Tensor& world_steps, at::Tensor& out,
-                   const c10::optional<at::Tensor>& offsets, double frames_per_step, c10::string_view frame_mode) {
+void motion_at_cpu(const Tensor& frames, const Tensor& world_steps, Tensor& out,
+                   const std::optional<Tensor>& offsets, double frames_per_step, std::string_view frame_mode) {
   const kernels::MotionAtPlan p = check_motion_at(frames, world_steps, out, offsets, frames_per_step, frame_mode);
-  const int64_t* steps = world_steps.data_ptr<int64_t>();
-  float* o = out.data_ptr<float>();
+  const int64_t* steps = dptr<int64_t>(world_steps);
+  float* o = dptr<float>(out);
   const auto run = [&](const auto& fr) {
-    AT_DISPATCH_FLOATING_TYPES(offsets.has_value() ? offsets->scalar_type() : at::kFloat, "motion_at_cpu", [&] {
-      const scalar_t* off = offsets.has_value() ? offsets->data_ptr<scalar_t>() : nullptr;
+    FLYCUDA_DISPATCH_FLOATING_TYPES(offsets.has_value() ? offsets->scalar_type() : kFloat, "motion_at_cpu", [&] {
+      const scalar_t* off = offsets.has_value() ? dptr<scalar_t>(*offsets) : nullptr;
       for_each(p.threads(), [&](int64_t i) { kernels::motion_at_one(fr, steps, off, o, p, i); });
     });
   };
-  if (frames.scalar_type() == at::kDouble) {
-    run(SplineFrames{frames.data_ptr<double>(), frames.size(0), frames.size(1), frames.size(3)});
+  if (frames.scalar_type() == kDouble) {
+    run(SplineFrames{dptr<double>(frames), frames.size(0), frames.size(1), frames.size(3)});
   } else {
-    run(LinearFrames{frames.data_ptr<float>(), frames.size(0), frames.size(1), frames.size(2)});
+    run(LinearFrames{dptr<float>(frames), frames.size(0), frames.size(1), frames.size(2)});
   }
 }
 
-void scatter_actions_cpu(const at::Tensor& actions, const at::Tensor& act_ids, const at::Tensor& action_map,
-                         at::Tensor& ctrl) {
+void scatter_actions_cpu(const Tensor& actions, const Tensor& act_ids, const Tensor& action_map,
+                         Tensor& ctrl) {
   const kernels::ScatterPlan p = check_scatter_actions(actions, act_ids, action_map, ctrl, true);
-  AT_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "scatter_actions_cpu", [&] {
-    const float* x = actions.data_ptr<float>();
-    const index_t* ids = act_ids.data_ptr<index_t>();
-    const float* map = action_map.data_ptr<float>();
-    float* c = ctrl.data_ptr<float>();
+  FLYCUDA_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "scatter_actions_cpu", [&] {
+    const float* x = dptr<float>(actions);
+    const index_t* ids = dptr<index_t>(act_ids);
+    const float* map = dptr<float>(action_map);
+    float* c = dptr<float>(ctrl);
     for_each(p.threads(), [&](int64_t i) { kernels::scatter_one(x, ids, map, c, p, i); });
   });
 }
 
-void gather_columns_cpu(at::TensorList sources, const at::Tensor& columns, at::Tensor& out) {
+void gather_columns_cpu(const TensorList& sources, const Tensor& columns, Tensor& out) {
   const kernels::GatherPlan p = check_gather_columns(sources, columns, out, true);
-  const int32_t* cols = columns.data_ptr<int32_t>();
-  float* o = out.data_ptr<float>();
+  const int32_t* cols = dptr<int32_t>(columns);
+  float* o = dptr<float>(out);
   for_each(p.threads(), [&](int64_t i) { kernels::gather_one(cols, o, p, i); });
 }
 
-void episode_step_cpu(at::Tensor& world_steps, const at::Tensor& qpos, const at::Tensor& qvel, at::Tensor& terminated,
-                      at::Tensor& truncated, int64_t root_adr, double min_height, double max_height, double min_up,
+void episode_step_cpu(Tensor& world_steps, const Tensor& qpos, const Tensor& qvel, Tensor& terminated,
+                      Tensor& truncated, int64_t root_adr, double min_height, double max_height, double min_up,
                       int64_t max_steps) {
   const kernels::EpisodePlan p = check_episode_step(world_steps, qpos, qvel, terminated, truncated, root_adr,
                                                     min_height, max_height, min_up, max_steps);
-  int64_t* steps = world_steps.data_ptr<int64_t>();
-  const float* q = qpos.data_ptr<float>();
-  const float* v = qvel.data_ptr<float>();
-  bool* term = terminated.data_ptr<bool>();
-  bool* trunc = truncated.data_ptr<bool>();
+  int64_t* steps = dptr<int64_t>(world_steps);
+  const float* q = dptr<float>(qpos);
+  const float* v = dptr<float>(qvel);
+  bool* term = dptr<bool>(terminated);
+  bool* trunc = dptr<bool>(truncated);
   for_each(p.threads(), [&](int64_t w) { kernels::episode_one(steps, q, v, term, trunc, p, w); });
 }
 
-void reset_worlds_cpu(const at::Tensor& done, const at::Tensor& init_qpos, const at::Tensor& init_qvel,
-                      const at::Tensor& init_frames, const at::Tensor& qpos_noise, const at::Tensor& qvel_noise,
-                      int64_t seed, at::Tensor& qpos, at::Tensor& qvel, at::Tensor& world_steps, at::Tensor& episodes,
-                      at::Tensor& offsets) {
+void reset_worlds_cpu(const Tensor& done, const Tensor& init_qpos, const Tensor& init_qvel,
+                      const Tensor& init_frames, const Tensor& qpos_noise, const Tensor& qvel_noise,
+                      int64_t seed, Tensor& qpos, Tensor& qvel, Tensor& world_steps, Tensor& episodes,
+                      Tensor& offsets) {
   const ResetArgs a{done, init_qpos, init_qvel, init_frames, qpos_noise, qvel_noise, seed,
                     qpos, qvel, world_steps, episodes, offsets};
   const kernels::ResetPlan p = check_reset_worlds(a);
-  const bool* d = done.data_ptr<bool>();
-  const float *iq = init_qpos.data_ptr<float>(), *iv = init_qvel.data_ptr<float>();
-  const double* fr = init_frames.data_ptr<double>();
-  const float *nq = qpos_noise.data_ptr<float>(), *nv = qvel_noise.data_ptr<float>();
-  float *q = qpos.data_ptr<float>(), *v = qvel.data_ptr<float>();
-  int64_t *s = world_steps.data_ptr<int64_t>(), *e = episodes.data_ptr<int64_t>();
-  double* off = offsets.data_ptr<double>();
+  const bool* d = dptr<bool>(done);
+  const float *iq = dptr<float>(init_qpos), *iv = dptr<float>(init_qvel);
+  const double* fr = dptr<double>(init_frames);
+  const float *nq = dptr<float>(qpos_noise), *nv = dptr<float>(qvel_noise);
+  float *q = dptr<float>(qpos), *v = dptr<float>(qvel);
+  int64_t *s = dptr<int64_t>(world_steps), *e = dptr<int64_t>(episodes);
+  double* off = dptr<double>(offsets);
   for_each(p.threads(), [&](int64_t w) { kernels::reset_one(d, iq, iv, fr, nq, nv, q, v, s, e, off, p, w); });
 }
 
 }  // namespace
 
 FLYCUDA_LIBRARY_IMPL(CPU, m) {
-  m.impl("motion_at", &motion_at_cpu);
-  m.impl("scatter_actions", &scatter_actions_cpu);
-  m.impl("gather_columns", &gather_columns_cpu);
-  m.impl("episode_step", &episode_step_cpu);
-  m.impl("reset_worlds", &reset_worlds_cpu);
+  m.impl("motion_at", TORCH_BOX(&motion_at_cpu));
+  m.impl("scatter_actions", TORCH_BOX(&scatter_actions_cpu));
+  m.impl("gather_columns", TORCH_BOX(&gather_columns_cpu));
+  m.impl("episode_step", TORCH_BOX(&episode_step_cpu));
+  m.impl("reset_worlds", TORCH_BOX(&reset_worlds_cpu));
 }
 
 }  // namespace flycuda

@@ -4,10 +4,8 @@
 // csrc/kernels/episode.cuh that the CPU twin, the CUDA launcher and the emulator run.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-#include <c10/util/Optional.h>
-#include <c10/util/string_view.h>
 
+#include "common.h"
 #include <cstdint>
 
 #include "kernels/episode.cuh"
@@ -17,46 +15,46 @@ namespace flycuda {
 // `check_values` also checks index values (act_ids, columns): a device-to-host copy on
 // CUDA, skipped during capture (the kernels skip out-of-range ids, never write out of bounds).
 
-kernels::MotionAtPlan check_motion_at(const at::Tensor& frames,        // [M, T, D] f32 or [M, T, 4, D] f64
-                                      const at::Tensor& world_steps,   // [W] int64
-                                      const at::Tensor& out,           // [W, D] f32
-                                      const c10::optional<at::Tensor>& offsets,  // [W] f32/f64
-                                      double frames_per_step, c10::string_view frame_mode);
+kernels::MotionAtPlan check_motion_at(const Tensor& frames,        // [M, T, D] f32 or [M, T, 4, D] f64
+                                      const Tensor& world_steps,   // [W] int64
+                                      const Tensor& out,           // [W, D] f32
+                                      const std::optional<Tensor>& offsets,  // [W] f32/f64
+                                      double frames_per_step, std::string_view frame_mode);
 
-kernels::ScatterPlan check_scatter_actions(const at::Tensor& actions,     // [W, A] f32
-                                           const at::Tensor& act_ids,     // [A] int32/int64
-                                           const at::Tensor& action_map,  // [4, A] f32
-                                           const at::Tensor& ctrl,        // [W, nu] f32
+kernels::ScatterPlan check_scatter_actions(const Tensor& actions,     // [W, A] f32
+                                           const Tensor& act_ids,     // [A] int32/int64
+                                           const Tensor& action_map,  // [4, A] f32
+                                           const Tensor& ctrl,        // [W, nu] f32
                                            bool check_values);
 
-kernels::GatherPlan check_gather_columns(at::TensorList sources,       // [W, N_k] f32 each
-                                         const at::Tensor& columns,    // [O, 2] int32
-                                         const at::Tensor& out,        // [W, O] f32
+kernels::GatherPlan check_gather_columns(const TensorList& sources,       // [W, N_k] f32 each
+                                         const Tensor& columns,    // [O, 2] int32
+                                         const Tensor& out,        // [W, O] f32
                                          bool check_values);
 
-kernels::EpisodePlan check_episode_step(const at::Tensor& world_steps,  // [W] int64
-                                        const at::Tensor& qpos,         // [W, nq] f32
-                                        const at::Tensor& qvel,         // [W, nv] f32
-                                        const at::Tensor& terminated,   // [W] bool
-                                        const at::Tensor& truncated,    // [W] bool
+kernels::EpisodePlan check_episode_step(const Tensor& world_steps,  // [W] int64
+                                        const Tensor& qpos,         // [W, nq] f32
+                                        const Tensor& qvel,         // [W, nv] f32
+                                        const Tensor& terminated,   // [W] bool
+                                        const Tensor& truncated,    // [W] bool
                                         int64_t root_adr, double min_height, double max_height,
                                         double min_up, int64_t max_steps);
 
 // The inputs and outputs of reset_worlds, named once for the checks, the CPU impl and
 // the CUDA launcher.
 struct ResetArgs {
-  const at::Tensor& done;         // [W] bool
-  const at::Tensor& init_qpos;    // [K, nq] f32
-  const at::Tensor& init_qvel;    // [K, nv] f32
-  const at::Tensor& init_frames;  // [K] f64
-  const at::Tensor& qpos_noise;   // [nq] f32
-  const at::Tensor& qvel_noise;   // [nv] f32
+  const Tensor& done;         // [W] bool
+  const Tensor& init_qpos;    // [K, nq] f32
+  const Tensor& init_qvel;    // [K, nv] f32
+  const Tensor& init_frames;  // [K] f64
+  const Tensor& qpos_noise;   // [nq] f32
+  const Tensor& qvel_noise;   // [nv] f32
   int64_t seed;
-  at::Tensor& qpos;               // [W, nq] f32
-  at::Tensor& qvel;               // [W, nv] f32
-  at::Tensor& world_steps;        // [W] int64
-  at::Tensor& episodes;           // [W] int64
-  at::Tensor& offsets;            // [W] f64
+  Tensor& qpos;               // [W, nq] f32
+  Tensor& qvel;               // [W, nv] f32
+  Tensor& world_steps;        // [W] int64
+  Tensor& episodes;           // [W] int64
+  Tensor& offsets;            // [W] f64
 };
 
 kernels::ResetPlan check_reset_worlds(const ResetArgs& a);

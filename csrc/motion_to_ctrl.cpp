@@ -10,42 +10,39 @@
 #include "common.h"
 #include "kernels/motion_to_ctrl.cuh"
 
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
 
 #include <cmath>
 
 namespace flycuda {
 
-bool counter_has_ticket(const at::Tensor& step) {
+bool counter_has_ticket(const Tensor& step) {
   return kernels::counter_has_ticket(step.numel(), step.storage_offset(),
-                                     static_cast<int64_t>(step.storage().nbytes()));
+                                     storage_nbytes(step));
 }
 
 namespace {
 
 // ctrl: [W, nu] float32, any strides (a view of MuJoCo Warp's Data.ctrl).
-void check_ctrl(const char* kOpName, const at::Tensor& ctrl) {
-  CHECK_DTYPE(ctrl, at::kFloat);
+void check_ctrl(const char* kOpName, const Tensor& ctrl) {
+  CHECK_DTYPE(ctrl, kFloat);
   CHECK_DIM(ctrl, 2);
   CHECK_NO_OVERLAP(ctrl);
 }
 
 // The recording's leading dims: M == 1 or M == W, T >= 1.
-void check_recording(const char* kOpName, const char* name, const at::Tensor& rec, int64_t W) {
+void check_recording(const char* kOpName, const char* name, const Tensor& rec, int64_t W) {
   FLYCUDA_CHECK(rec.size(0) == 1 || rec.size(0) == W, "argument '", name,
                 "' must have size 1 or W = ctrl.size(0) = ", W, " in dim 0, got shape ",
-                rec.sizes());
+                sizes_of(rec));
   FLYCUDA_CHECK(rec.size(1) >= 1, "argument '", name,
-                "' must hold at least one frame (dim 1), got shape ", rec.sizes());
+                "' must hold at least one frame (dim 1), got shape ", sizes_of(rec));
 }
 
 // Every argument but the recording, the same for both ops.
-FrameMode check_the_rest(const char* kOpName, int64_t D, const at::Tensor& step,
-                         const at::Tensor& ctrl, const at::Tensor& act_ids,
-                         const c10::optional<at::Tensor>& offsets_opt, double frames_per_step,
-                         c10::string_view mode, int64_t advance, bool check_values) {
+FrameMode check_the_rest(const char* kOpName, int64_t D, const Tensor& step,
+                         const Tensor& ctrl, const Tensor& act_ids,
+                         const std::optional<Tensor>& offsets_opt, double frames_per_step,
+                         std::string_view mode, int64_t advance, bool check_values) {
   // act_ids: [D] int32/int64.
   CHECK_SAME_DEVICE(act_ids, ctrl);
   CHECK_INDEX_DTYPE(act_ids);
@@ -64,9 +61,9 @@ FrameMode check_the_rest(const char* kOpName, int64_t D, const at::Tensor& step,
                 INT32_MAX, ")");
   // offsets: [W] float32/float64.
   if (offsets_opt.has_value()) {
-    const at::Tensor& offsets = *offsets_opt;
+    const Tensor& offsets = *offsets_opt;
     CHECK_SAME_DEVICE(offsets, ctrl);
-    FLYCUDA_CHECK(offsets.scalar_type() == at::kFloat || offsets.scalar_type() == at::kDouble,
+    FLYCUDA_CHECK(offsets.scalar_type() == kFloat || offsets.scalar_type() == kDouble,
                   "argument 'offsets' must have dtype Float or Double, got ",
                   offsets.scalar_type());
     CHECK_DIM(offsets, 1);
@@ -91,16 +88,16 @@ FrameMode check_the_rest(const char* kOpName, int64_t D, const at::Tensor& step,
 
 }  // namespace
 
-FrameMode check_motion_to_ctrl(const at::Tensor& motion, const at::Tensor& step,
-                               const at::Tensor& ctrl, const at::Tensor& act_ids,
-                               const c10::optional<at::Tensor>& offsets,
-                               double frames_per_step, c10::string_view mode,
+FrameMode check_motion_to_ctrl(const Tensor& motion, const Tensor& step,
+                               const Tensor& ctrl, const Tensor& act_ids,
+                               const std::optional<Tensor>& offsets,
+                               double frames_per_step, std::string_view mode,
                                int64_t advance, bool check_values) {
   constexpr const char* kOpName = "motion_to_ctrl";
   check_ctrl(kOpName, ctrl);
   // motion: [M, T, D] float32, contiguous, M == 1 or M == W.
   CHECK_SAME_DEVICE(motion, ctrl);
-  CHECK_DTYPE(motion, at::kFloat);
+  CHECK_DTYPE(motion, kFloat);
   CHECK_DIM(motion, 3);
   CHECK_CONTIGUOUS(motion);
   check_recording(kOpName, "motion", motion, ctrl.size(0));
@@ -110,16 +107,16 @@ FrameMode check_motion_to_ctrl(const at::Tensor& motion, const at::Tensor& step,
                         mode, advance, check_values);
 }
 
-FrameMode check_spline_to_ctrl(const at::Tensor& coeffs, const at::Tensor& step,
-                               const at::Tensor& ctrl, const at::Tensor& act_ids,
-                               const c10::optional<at::Tensor>& offsets,
-                               double frames_per_step, c10::string_view mode,
+FrameMode check_spline_to_ctrl(const Tensor& coeffs, const Tensor& step,
+                               const Tensor& ctrl, const Tensor& act_ids,
+                               const std::optional<Tensor>& offsets,
+                               double frames_per_step, std::string_view mode,
                                int64_t advance, bool check_values) {
   constexpr const char* kOpName = "spline_to_ctrl";
   check_ctrl(kOpName, ctrl);
   // coeffs: [M, T, 4, D] float64, contiguous (flycuda.spline_coeffs).
   CHECK_SAME_DEVICE(coeffs, ctrl);
-  CHECK_DTYPE(coeffs, at::kDouble);
+  CHECK_DTYPE(coeffs, kDouble);
   CHECK_DIM(coeffs, 4);
   CHECK_SIZE(coeffs, 2, 4);
   CHECK_CONTIGUOUS(coeffs);
@@ -141,7 +138,7 @@ void motion_to_ctrl_cpu_kernel(const Frames frames,      // [M, T, (4,) D]
                                int64_t W, int64_t D, int64_t nu,
                                int64_t ctrl_s0, int64_t ctrl_s1,
                                double frames_per_step, bool loop) {
-  at::parallel_for(0, W, /*grain_size=*/64, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, W, /*grain_size=*/64, [&](int64_t begin, int64_t end) {
     for (int64_t w = begin; w < end; ++w) {
       const double offset = offsets ? static_cast<double>(offsets[w]) : 0.0;
       const FrameSample s = sample_frame(offset, step, frames_per_step, frames.T, loop);
@@ -158,20 +155,20 @@ void motion_to_ctrl_cpu_kernel(const Frames frames,      // [M, T, (4,) D]
 // second launch on CUDA: one addition here either way). A new_step_counter's hidden
 // ticket is not touched: the CPU has no blocks to count.
 template <typename Frames>
-void run_cpu(const Frames frames, at::Tensor& step, at::Tensor& ctrl, const at::Tensor& act_ids,
-             const c10::optional<at::Tensor>& offsets, double frames_per_step, FrameMode fm,
+void run_cpu(const Frames frames, Tensor& step, Tensor& ctrl, const Tensor& act_ids,
+             const std::optional<Tensor>& offsets, double frames_per_step, FrameMode fm,
              int64_t advance) {
   const int64_t W = ctrl.size(0), D = frames.D;
   const kernels::MotionToCtrlPlan plan = kernels::plan_motion_to_ctrl(W, D, advance, counter_has_ticket(step));
-  int64_t* counter = step.data_ptr<int64_t>();
+  int64_t* counter = dptr<int64_t>(step);
   if (W > 0 && D > 0) {
-    const at::ScalarType offset_type =
-        offsets.has_value() ? offsets->scalar_type() : at::kFloat;
-    AT_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "motion_to_ctrl_cpu", [&] {
-      AT_DISPATCH_FLOATING_TYPES(offset_type, "motion_to_ctrl_cpu", [&] {
+    const ScalarType offset_type =
+        offsets.has_value() ? offsets->scalar_type() : kFloat;
+    FLYCUDA_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "motion_to_ctrl_cpu", [&] {
+      FLYCUDA_DISPATCH_FLOATING_TYPES(offset_type, "motion_to_ctrl_cpu", [&] {
         motion_to_ctrl_cpu_kernel<Frames, index_t, scalar_t>(
-            frames, counter[0], ctrl.data_ptr<float>(), act_ids.data_ptr<index_t>(),
-            offsets.has_value() ? offsets->data_ptr<scalar_t>() : nullptr, W, D,
+            frames, counter[0], dptr<float>(ctrl), dptr<index_t>(act_ids),
+            offsets.has_value() ? dptr<scalar_t>(*offsets) : nullptr, W, D,
             ctrl.size(1), ctrl.stride(0), ctrl.stride(1), frames_per_step, fm == FrameMode::Loop);
       });
     });
@@ -179,37 +176,37 @@ void run_cpu(const Frames frames, at::Tensor& step, at::Tensor& ctrl, const at::
   if (plan.fused || plan.advance_kernel) counter[0] += advance;
 }
 
-void motion_to_ctrl_cpu(const at::Tensor& motion,   // [M, T, D]
-                        at::Tensor& step,           // [1] or [2] (new_step_counter: hidden ticket)
-                        at::Tensor& ctrl,           // [W, nu]
-                        const at::Tensor& act_ids,  // [D]
-                        const c10::optional<at::Tensor>& offsets,  // [W]
-                        double frames_per_step, c10::string_view mode,
+void motion_to_ctrl_cpu(const Tensor& motion,   // [M, T, D]
+                        Tensor& step,           // [1] or [2] (new_step_counter: hidden ticket)
+                        Tensor& ctrl,           // [W, nu]
+                        const Tensor& act_ids,  // [D]
+                        const std::optional<Tensor>& offsets,  // [W]
+                        double frames_per_step, std::string_view mode,
                         int64_t advance) {
   const FrameMode fm = check_motion_to_ctrl(motion, step, ctrl, act_ids, offsets,
                                             frames_per_step, mode, advance, true);
-  const LinearFrames frames{motion.data_ptr<float>(), motion.size(0), motion.size(1), motion.size(2)};
+  const LinearFrames frames{dptr<float>(motion), motion.size(0), motion.size(1), motion.size(2)};
   run_cpu(frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
 }
 
-void spline_to_ctrl_cpu(const at::Tensor& coeffs,   // [M, T, 4, D]
-                        at::Tensor& step,           // [1] or [2] (new_step_counter: hidden ticket)
-                        at::Tensor& ctrl,           // [W, nu]
-                        const at::Tensor& act_ids,  // [D]
-                        const c10::optional<at::Tensor>& offsets,  // [W]
-                        double frames_per_step, c10::string_view mode,
+void spline_to_ctrl_cpu(const Tensor& coeffs,   // [M, T, 4, D]
+                        Tensor& step,           // [1] or [2] (new_step_counter: hidden ticket)
+                        Tensor& ctrl,           // [W, nu]
+                        const Tensor& act_ids,  // [D]
+                        const std::optional<Tensor>& offsets,  // [W]
+                        double frames_per_step, std::string_view mode,
                         int64_t advance) {
   const FrameMode fm = check_spline_to_ctrl(coeffs, step, ctrl, act_ids, offsets,
                                             frames_per_step, mode, advance, true);
-  const SplineFrames frames{coeffs.data_ptr<double>(), coeffs.size(0), coeffs.size(1), coeffs.size(3)};
+  const SplineFrames frames{dptr<double>(coeffs), coeffs.size(0), coeffs.size(1), coeffs.size(3)};
   run_cpu(frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
 }
 
 }  // namespace
 
 FLYCUDA_LIBRARY_IMPL(CPU, m) {
-  m.impl("motion_to_ctrl", &motion_to_ctrl_cpu);
-  m.impl("spline_to_ctrl", &spline_to_ctrl_cpu);
+  m.impl("motion_to_ctrl", TORCH_BOX(&motion_to_ctrl_cpu));
+  m.impl("spline_to_ctrl", TORCH_BOX(&spline_to_ctrl_cpu));
 }
 
 }  // namespace flycuda

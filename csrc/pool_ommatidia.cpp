@@ -12,9 +12,6 @@
 #include "kernels/pool_ommatidia.cuh"
 #include "pool_ommatidia.h"
 
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
 
 #include <climits>
 
@@ -25,29 +22,29 @@ namespace {
 constexpr const char* kOpName = "pool_ommatidia";
 
 // An int32 map array: contiguous 1-D of `n` entries on `out`'s device.
-void check_map_array(const at::Tensor& t, const char* name, int64_t n, const char* n_name,
-                     const at::Tensor& readouts) {
+void check_map_array(const Tensor& t, const char* name, int64_t n, const char* n_name,
+                     const Tensor& readouts) {
   FLYCUDA_CHECK(t.device() == readouts.device(), "argument '", name, "' must be on ", readouts.device(),
                 " (the device of 'readouts'), got ", t.device());
-  FLYCUDA_CHECK(t.scalar_type() == at::kInt, "argument '", name, "' must have dtype Int, got ", t.scalar_type());
+  FLYCUDA_CHECK(t.scalar_type() == kInt, "argument '", name, "' must have dtype Int, got ", t.scalar_type());
   FLYCUDA_CHECK(t.dim() == 1, "argument '", name, "' must be a 1-D tensor [", n_name, "], got ", t.dim(),
-                "-D with shape ", t.sizes());
+                "-D with shape ", sizes_of(t));
   FLYCUDA_CHECK(n < 0 || t.size(0) == n, "argument '", name, "' must have shape [", n, "] ([", n_name, "]), got ",
-                t.sizes());
-  FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous, got strides ", t.strides());
+                sizes_of(t));
+  FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous, got strides ", strides_of(t));
   FLYCUDA_CHECK(!may_share_memory(readouts, t), "argument 'readouts' must not share memory with argument '",
                 name, "'");
 }
 
 // pixels: uint8 [S, E, P, 3], contiguous, on readouts' device.
-void check_pixels(const at::Tensor& pixels, const at::Tensor& readouts) {
+void check_pixels(const Tensor& pixels, const Tensor& readouts) {
   CHECK_SAME_DEVICE(pixels, readouts);
-  CHECK_DTYPE(pixels, at::kByte);
+  CHECK_DTYPE(pixels, kByte);
   FLYCUDA_CHECK(pixels.dim() == 4 && pixels.size(3) == 3, "argument 'pixels' must be a 4-D tensor [S, E, P, 3] "
-                "(RGB), got shape ", pixels.sizes());
+                "(RGB), got shape ", sizes_of(pixels));
   FLYCUDA_CHECK(pixels.size(0) == readouts.size(0) && pixels.size(1) == readouts.size(1), "argument 'pixels' must "
                 "have shape [S, E, P, 3] with [S, E] = [", readouts.size(0), ", ", readouts.size(1),
-                "] (the readouts'), got ", pixels.sizes());
+                "] (the readouts'), got ", sizes_of(pixels));
   CHECK_CONTIGUOUS(pixels);
   CHECK_NOT_ALIASED(readouts, pixels);
   FLYCUDA_CHECK(pixels.size(2) * 3 <= INT32_MAX, "P * 3 = ", pixels.size(2) * 3,
@@ -58,9 +55,9 @@ void check_pixels(const at::Tensor& pixels, const at::Tensor& readouts) {
 
 kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS, bool check_values) {
   // readouts: [S, E, O, 2] float32, any strides, no overlap.
-  CHECK_DTYPE(readouts, at::kFloat);
+  CHECK_DTYPE(readouts, kFloat);
   FLYCUDA_CHECK(readouts.dim() == 4 && readouts.size(3) == 2, "argument 'readouts' must be a 4-D tensor "
-                "[S, E, O, 2], got shape ", readouts.sizes());
+                "[S, E, O, 2], got shape ", sizes_of(readouts));
   CHECK_NO_OVERLAP(readouts);
   check_pixels(pixels, readouts);
   // The map: omm_ptr [O + 1], omm_pixels [nnz], omm_channel/column/count [O].
@@ -87,9 +84,9 @@ kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS, bool check
   return p;
 }
 
-void check_pool_ommatidia_values(const at::Tensor& omm_ptr, const at::Tensor& omm_pixels,
-                                 const at::Tensor& omm_channel, const at::Tensor& omm_column,
-                                 const at::Tensor& omm_count, const kernels::PoolPlan& p) {
+void check_pool_ommatidia_values(const Tensor& omm_ptr, const Tensor& omm_pixels,
+                                 const Tensor& omm_channel, const Tensor& omm_column,
+                                 const Tensor& omm_count, const kernels::PoolPlan& p) {
   check_offsets_values(kOpName, "omm_ptr", omm_ptr, p.nnz, "nnz = omm_pixels.size(0)");
   check_index_values(kOpName, "omm_pixels", omm_pixels, p.P, "P = pixels.size(2)", false);
   check_index_values(kOpName, "omm_channel", omm_channel, 3, "RGB channels", false);
@@ -97,11 +94,11 @@ void check_pool_ommatidia_values(const at::Tensor& omm_ptr, const at::Tensor& om
   check_min_values(kOpName, "omm_count", omm_count, 1);
 }
 
-kernels::PoolMap pool_map(const at::Tensor& omm_ptr, const at::Tensor& omm_pixels, const at::Tensor& omm_channel,
-                          const at::Tensor& omm_column, const at::Tensor& omm_count) {
-  return kernels::PoolMap{omm_ptr.data_ptr<int32_t>(), omm_pixels.data_ptr<int32_t>(),
-                          omm_channel.data_ptr<int32_t>(), omm_column.data_ptr<int32_t>(),
-                          omm_count.data_ptr<int32_t>()};
+kernels::PoolMap pool_map(const Tensor& omm_ptr, const Tensor& omm_pixels, const Tensor& omm_channel,
+                          const Tensor& omm_column, const Tensor& omm_count) {
+  return kernels::PoolMap{dptr<int32_t>(omm_ptr), dptr<int32_t>(omm_pixels),
+                          dptr<int32_t>(omm_channel), dptr<int32_t>(omm_column),
+                          dptr<int32_t>(omm_count)};
 }
 
 namespace {
@@ -111,9 +108,9 @@ void pool_ommatidia_cpu(FLYCUDA_POOL_OMMATIDIA_PARAMS) {
   const kernels::PoolPlan p = check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_ARGS, /*check_values=*/true);
   if (p.threads() == 0) return;
   const kernels::PoolMap m = pool_map(omm_ptr, omm_pixels, omm_channel, omm_column, omm_count);
-  const uint8_t* px = pixels.data_ptr<uint8_t>();
-  float* out = readouts.data_ptr<float>();
-  at::parallel_for(0, p.threads(), /*grain_size=*/256, [&](int64_t begin, int64_t end) {
+  const uint8_t* px = dptr<uint8_t>(pixels);
+  float* out = dptr<float>(readouts);
+  torch::stable::parallel_for(0, p.threads(), /*grain_size=*/256, [&](int64_t begin, int64_t end) {
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t image = idx / p.O;
       kernels::pool_one(p, px, m, out, image, static_cast<int32_t>(idx - image * p.O));
@@ -123,6 +120,6 @@ void pool_ommatidia_cpu(FLYCUDA_POOL_OMMATIDIA_PARAMS) {
 
 }  // namespace
 
-FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("pool_ommatidia", &pool_ommatidia_cpu); }
+FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("pool_ommatidia", TORCH_BOX(&pool_ommatidia_cpu)); }
 
 }  // namespace flycuda

@@ -3,8 +3,8 @@
 // reject exactly the same inputs before touching the readouts.
 #pragma once
 
-#include <ATen/core/Tensor.h>
 
+#include "common.h"
 #include "kernels/pool_ommatidia.cuh"
 
 // The op's parameter list (the schema's, registration.cpp), written once for the
@@ -12,9 +12,9 @@
 //   pixels [S, E, P, 3] uint8; omm_ptr [O + 1], omm_pixels [nnz], omm_channel [O],
 //   omm_column [O], omm_count [O] int32; readouts [S, E, O, 2] float32 (written).
 #define FLYCUDA_POOL_OMMATIDIA_PARAMS                                                               \
-  const at::Tensor &pixels, const at::Tensor &omm_ptr, const at::Tensor &omm_pixels,                 \
-      const at::Tensor &omm_channel, const at::Tensor &omm_column, const at::Tensor &omm_count,       \
-      at::Tensor &readouts
+  const Tensor &pixels, const Tensor &omm_ptr, const Tensor &omm_pixels,                 \
+      const Tensor &omm_channel, const Tensor &omm_column, const Tensor &omm_count,       \
+      Tensor &readouts
 #define FLYCUDA_POOL_OMMATIDIA_ARGS pixels, omm_ptr, omm_pixels, omm_channel, omm_column, omm_count, readouts
 
 namespace flycuda {
@@ -28,15 +28,15 @@ kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS, bool check
 // The map's values: omm_ptr CSR offsets from 0 to nnz, omm_pixels in [0, P),
 // omm_channel in [0, 3), omm_column in [0, 2), omm_count >= 1 (each cached per
 // tensor version, as check_index_values).
-void check_pool_ommatidia_values(const at::Tensor& omm_ptr,      // [O + 1]
-                                 const at::Tensor& omm_pixels,   // [nnz]
-                                 const at::Tensor& omm_channel,  // [O]
-                                 const at::Tensor& omm_column,   // [O]
-                                 const at::Tensor& omm_count,    // [O]
+void check_pool_ommatidia_values(const Tensor& omm_ptr,      // [O + 1]
+                                 const Tensor& omm_pixels,   // [nnz]
+                                 const Tensor& omm_channel,  // [O]
+                                 const Tensor& omm_column,   // [O]
+                                 const Tensor& omm_count,    // [O]
                                  const kernels::PoolPlan& p);
 
 // The map arrays' pointers, as the kernel takes them (after the checks).
-kernels::PoolMap pool_map(const at::Tensor& omm_ptr, const at::Tensor& omm_pixels, const at::Tensor& omm_channel,
-                          const at::Tensor& omm_column, const at::Tensor& omm_count);
+kernels::PoolMap pool_map(const Tensor& omm_ptr, const Tensor& omm_pixels, const Tensor& omm_channel,
+                          const Tensor& omm_column, const Tensor& omm_count);
 
 }  // namespace flycuda

@@ -10,9 +10,6 @@
 #include "checks.h"
 #include "common.h"
 
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
 
 #include <climits>
 
@@ -22,26 +19,26 @@ namespace {
 
 // Checks shared by both ops: the source [W, N], the column ids [D], the
 // counter, `every`; returns the plan's source part. `out` is the output.
-kernels::RecordPlan check_source(const char* kOpName, const at::Tensor& src, const char* src_name,
-                                 const at::Tensor& cols, const char* cols_name, const at::Tensor& out,
-                                 const at::Tensor& step, int64_t every, int64_t W, int64_t D,
+kernels::RecordPlan check_source(const char* kOpName, const Tensor& src, const char* src_name,
+                                 const Tensor& cols, const char* cols_name, const Tensor& out,
+                                 const Tensor& step, int64_t every, int64_t W, int64_t D,
                                  const char* out_name) {
   FLYCUDA_CHECK(src.device() == out.device(), "argument '", src_name, "' must be on ", out.device(),
                 " (the device of '", out_name, "'), got ", src.device());
-  FLYCUDA_CHECK(src.scalar_type() == at::kFloat, "argument '", src_name, "' must have dtype Float, got ",
+  FLYCUDA_CHECK(src.scalar_type() == kFloat, "argument '", src_name, "' must have dtype Float, got ",
                 src.scalar_type());
   FLYCUDA_CHECK(src.dim() == 2, "argument '", src_name, "' must be a 2-D tensor [W, N], got ", src.dim(),
-                "-D with shape ", src.sizes());
+                "-D with shape ", sizes_of(src));
   FLYCUDA_CHECK(src.size(0) == W, "argument '", src_name, "' must have size ", W, " (worlds) in dim 0, got shape ",
-                src.sizes());
+                sizes_of(src));
   FLYCUDA_CHECK(cols.device() == out.device(), "argument '", cols_name, "' must be on ", out.device(),
                 " (the device of '", out_name, "'), got ", cols.device());
-  FLYCUDA_CHECK(cols.scalar_type() == at::kInt || cols.scalar_type() == at::kLong, "argument '", cols_name,
+  FLYCUDA_CHECK(cols.scalar_type() == kInt || cols.scalar_type() == kLong, "argument '", cols_name,
                 "' must have dtype Int or Long, got ", cols.scalar_type());
   FLYCUDA_CHECK(cols.dim() == 1 && cols.size(0) == D, "argument '", cols_name, "' must have shape [", D,
-                "], got ", cols.sizes());
+                "], got ", sizes_of(cols));
   FLYCUDA_CHECK(cols.is_contiguous(), "argument '", cols_name, "' must be contiguous, got strides ",
-                cols.strides());
+                strides_of(cols));
   CHECK_SAME_DEVICE(step, out);
   CHECK_COUNTER(step);
   FLYCUDA_CHECK(!may_share_memory(out, src), "argument '", out_name, "' must not share memory with argument '",
@@ -63,12 +60,12 @@ kernels::RecordPlan check_source(const char* kOpName, const at::Tensor& src, con
 
 }  // namespace
 
-kernels::RecordPlan check_record_qpos(const at::Tensor& qpos, const at::Tensor& adrs,
-                                      const at::Tensor& history, const at::Tensor& step, int64_t every,
+kernels::RecordPlan check_record_qpos(const Tensor& qpos, const Tensor& adrs,
+                                      const Tensor& history, const Tensor& step, int64_t every,
                                       bool check_values) {
   constexpr const char* kOpName = "record_qpos";
   // history: [W, R, D] float32, any strides.
-  CHECK_DTYPE(history, at::kFloat);
+  CHECK_DTYPE(history, kFloat);
   CHECK_DIM(history, 3);
   CHECK_NO_OVERLAP(history);
   // qpos: [W, nq] float32, any strides; adrs: [D]; step: [1] or [2].
@@ -84,16 +81,16 @@ kernels::RecordPlan check_record_qpos(const at::Tensor& qpos, const at::Tensor& 
   return p;
 }
 
-kernels::RecordPlan check_record_chunk(const at::Tensor& source, const at::Tensor& columns,
-                                       const at::Tensor& chunks, const at::Tensor& step, int64_t every,
+kernels::RecordPlan check_record_chunk(const Tensor& source, const Tensor& columns,
+                                       const Tensor& chunks, const Tensor& step, int64_t every,
                                        bool check_values) {
   constexpr const char* kOpName = "record_chunk";
   // chunks: [B, W, C, D] float32, any strides, B >= 1 and C >= 1.
-  CHECK_DTYPE(chunks, at::kFloat);
+  CHECK_DTYPE(chunks, kFloat);
   CHECK_DIM(chunks, 4);
   CHECK_NO_OVERLAP(chunks);
   FLYCUDA_CHECK(chunks.size(0) >= 1 && chunks.size(2) >= 1, "argument 'chunks' must be [B, W, C, D] with B >= 1 "
-                "chunks of C >= 1 rows, got shape ", chunks.sizes());
+                "chunks of C >= 1 rows, got shape ", sizes_of(chunks));
   // source: [W, N] float32, any strides; columns: [D]; step: [1] or [2].
   kernels::RecordPlan p = check_source(kOpName, source, "source", columns, "columns", chunks, step, every,
                                        chunks.size(1), chunks.size(3), "chunks");
@@ -116,7 +113,7 @@ void record_cpu_kernel(const float* src, const index_t* cols, float* out, int64_
                        const kernels::RecordPlan& p) {
   const int64_t base = kernels::record_base(p, s);
   if (base < 0) return;
-  at::parallel_for(0, p.W, /*grain_size=*/64, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, p.W, /*grain_size=*/64, [&](int64_t begin, int64_t end) {
     for (int64_t w = begin; w < end; ++w) {
       for (int64_t d = 0; d < p.D; ++d) {
         const int64_t a = static_cast<int64_t>(cols[d]);
@@ -126,27 +123,27 @@ void record_cpu_kernel(const float* src, const index_t* cols, float* out, int64_
   });
 }
 
-void record_cpu(const at::Tensor& src, const at::Tensor& cols, at::Tensor& out, const at::Tensor& step,
+void record_cpu(const Tensor& src, const Tensor& cols, Tensor& out, const Tensor& step,
                 const kernels::RecordPlan& p) {
   if (p.threads() == 0) return;
-  AT_DISPATCH_INDEX_TYPES(cols.scalar_type(), "record_cpu", [&] {
-    record_cpu_kernel<index_t>(src.data_ptr<float>(), cols.data_ptr<index_t>(), out.data_ptr<float>(),
-                               step.data_ptr<int64_t>()[0], p);
+  FLYCUDA_DISPATCH_INDEX_TYPES(cols.scalar_type(), "record_cpu", [&] {
+    record_cpu_kernel<index_t>(dptr<float>(src), dptr<index_t>(cols), dptr<float>(out),
+                               dptr<int64_t>(step)[0], p);
   });
 }
 
-void record_qpos_cpu(const at::Tensor& qpos,  // [W, nq]
-                     const at::Tensor& adrs,  // [D]
-                     at::Tensor& history,     // [W, R, D]
-                     const at::Tensor& step,  // [1] or [2]
+void record_qpos_cpu(const Tensor& qpos,  // [W, nq]
+                     const Tensor& adrs,  // [D]
+                     Tensor& history,     // [W, R, D]
+                     const Tensor& step,  // [1] or [2]
                      int64_t every) {
   record_cpu(qpos, adrs, history, step, check_record_qpos(qpos, adrs, history, step, every, true));
 }
 
-void record_chunk_cpu(const at::Tensor& source,   // [W, N]
-                      const at::Tensor& columns,  // [D]
-                      at::Tensor& chunks,         // [B, W, C, D]
-                      const at::Tensor& step,     // [1] or [2]
+void record_chunk_cpu(const Tensor& source,   // [W, N]
+                      const Tensor& columns,  // [D]
+                      Tensor& chunks,         // [B, W, C, D]
+                      const Tensor& step,     // [1] or [2]
                       int64_t every) {
   record_cpu(source, columns, chunks, step, check_record_chunk(source, columns, chunks, step, every, true));
 }
@@ -154,8 +151,8 @@ void record_chunk_cpu(const at::Tensor& source,   // [W, N]
 }  // namespace
 
 FLYCUDA_LIBRARY_IMPL(CPU, m) {
-  m.impl("record_qpos", &record_qpos_cpu);
-  m.impl("record_chunk", &record_chunk_cpu);
+  m.impl("record_qpos", TORCH_BOX(&record_qpos_cpu));
+  m.impl("record_chunk", TORCH_BOX(&record_chunk_cpu));
 }
 
 }  // namespace flycuda

@@ -1,11 +1,11 @@
 // flycuda: every operator schema, in one place.
 //
 // Each kernel family registers its own CPU impl (<family>.cpp) and CUDA impl
-// (<family>.cu) with TORCH_LIBRARY_IMPL, so a CPU-only build simply leaves the
+// (<family>.cu) with STABLE_TORCH_LIBRARY_IMPL, so a CPU-only build simply leaves the
 // .cu files out. Importing flycuda._C runs these static registrations; the
-// module itself is empty (no pybind), following pytorch/extension-cpp.
+// module itself is empty (no pybind), following pytorch/extension-cpp. Only
+// Python's limited API is used (Py_LIMITED_API, setup.py): one abi3 binary.
 #include <Python.h>
-#include <torch/library.h>
 
 #include "common.h"
 

@@ -4,20 +4,19 @@
 // and the one RenderArgs (kernels/render/layout.h) built from them.
 #pragma once
 
+#include "common.h"
 #include "kernels/render_tiles.cuh"
 
-#include <ATen/core/Tensor.h>
-#include <c10/util/ArrayRef.h>
 
 namespace flycuda {
 
 // The op's parameters (the schema's order; registration.cpp) and the same as arguments.
 #define FLYCUDA_RENDER_TILES_PARAMS                                                                   \
-  const at::Tensor &geom_xpos, const at::Tensor &geom_xmat, const at::Tensor &cam_pos,                \
-      const at::Tensor &cam_mat, const at::Tensor &worlds, at::TensorList scene, at::ArrayRef<double> fovy, \
+  const Tensor &geom_xpos, const Tensor &geom_xmat, const Tensor &cam_pos,                \
+      const Tensor &cam_mat, const Tensor &worlds, const TensorList& scene, const std::vector<double>& fovy, \
       double zfar, int64_t samples, bool shadows, int64_t height, int64_t width, int64_t mosaic_cols,   \
-      const at::Tensor &pixels, bool check, at::Tensor &rgb, at::Tensor &depth, at::Tensor &seg,        \
-      at::Tensor &top_boxes, at::Tensor &timers
+      const Tensor &pixels, bool check, Tensor &rgb, Tensor &depth, Tensor &seg,        \
+      Tensor &top_boxes, Tensor &timers
 #define FLYCUDA_RENDER_TILES_ARGS                                                                      \
   geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, fovy, zfar, samples, shadows, height, width,  \
       mosaic_cols, pixels, check, rgb, depth, seg, top_boxes, timers
@@ -37,7 +36,7 @@ render::RenderArgs render_args(FLYCUDA_RENDER_TILES_PARAMS, bool check_values, k
 
 // The index-value checks alone (render_bvh.cpp): worlds, geom ids and types, pixel
 // ids, the mesh BVHs and the top level (links, leaves, depth against the stack).
-void check_render_values(const at::Tensor& geom_xpos, const at::Tensor& worlds, at::TensorList scene,
-                         const at::Tensor& pixels, int64_t height, int64_t width);
+void check_render_values(const Tensor& geom_xpos, const Tensor& worlds, const TensorList& scene,
+                         const Tensor& pixels, int64_t height, int64_t width);
 
 }  // namespace flycuda

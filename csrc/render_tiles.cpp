@@ -4,9 +4,6 @@
 // phases. Checks and RenderArgs: render_args.cpp.
 #include "render_args.h"
 
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
 
 #include "common.h"
 
@@ -14,7 +11,7 @@ namespace flycuda {
 namespace {
 
 void refit_top_cpu(const render::RenderArgs& a) {
-  at::parallel_for(0, a.v.nsel, /*grain_size=*/16, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, a.v.nsel, /*grain_size=*/16, [&](int64_t begin, int64_t end) {
     for (int64_t s = begin; s < end; ++s) {
       const int64_t w = a.v.worlds[s];
       const int64_t world = (w >= 0 && w < a.sc.nworld) ? w : -1;
@@ -48,7 +45,7 @@ void render_tiles_cpu(FLYCUDA_RENDER_TILES_PARAMS) {
   if (a.v.nsel == 0) return;
   if (a.sc.ntop > 0) refit_top_cpu(a);
   int64_t* tim = a.v.timers;
-  at::parallel_for(0, plan.blocks, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, plan.blocks, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
     uint8_t vis[2 * render::kCullNodes];
     for (int64_t block = begin; block < end; ++block) {
       int64_t stage[4] = {0, 0, 0, 0};
@@ -72,6 +69,6 @@ void render_tiles_cpu(FLYCUDA_RENDER_TILES_PARAMS) {
 
 }  // namespace
 
-FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("render_tiles", &render_tiles_cpu); }
+FLYCUDA_LIBRARY_IMPL(CPU, m) { m.impl("render_tiles", TORCH_BOX(&render_tiles_cpu)); }
 
 }  // namespace flycuda

@@ -37,7 +37,7 @@ from .ops import (
     spline_to_ctrl,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["motion_to_ctrl", "spline_to_ctrl", "spline_coeffs", "advance_step", "record_qpos", "record_chunk",
            "new_step_counter", "render_tiles", "pool_ommatidia", "has_cuda_ops", "cuda_ready", "build_info",

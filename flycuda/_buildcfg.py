@@ -8,32 +8,41 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 
-# A100, RTX 30xx/A40, RTX 40xx/L40, H100/H200; +PTX of the newest so that newer
-# GPUs (e.g. Blackwell) JIT-compile it instead of failing with "no kernel image".
-DEFAULT_ARCHS = "8.0;8.6;8.9;9.0+PTX"
+# A100, RTX 30xx/A40, RTX 40xx/L40, H100/H200, B200/GB200 (and B300: sm_103 runs
+# sm_100 code), RTX 50xx/RTX PRO (and sm_121); +PTX of the newest so that newer
+# GPUs JIT-compile it instead of failing with "no kernel image".
+DEFAULT_ARCHS = "8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+
+# PyTorch's stable ABI: the host code uses only torch/csrc/stable and
+# torch/headeronly, up to what torch 2.10 has (version.h's encoding: major << 56 |
+# minor << 48), and Python's limited API from 3.10, so one binary (an abi3 wheel)
+# loads on every torch >= 2.10 and every CPython >= 3.10.
+TORCH_TARGET = (2, 10)
+PYTHON_TARGET = (3, 10)
+ABI_FLAGS = [f"-DTORCH_TARGET_VERSION=0x{TORCH_TARGET[0]:02x}{TORCH_TARGET[1]:02x}000000000000",
+             f"-DPy_LIMITED_API=0x{PYTHON_TARGET[0]:02x}{PYTHON_TARGET[1]:02x}0000"]
 
 # Host code: no FMA contraction (GCC contracts a*b+c with -march=haswell/native
 # on x86 and by default on aarch64), so the CPU twins round like the references.
-HOST_FLAGS = ["-O3", "-ffp-contract=off"]
+HOST_FLAGS = ["-O3", "-ffp-contract=off"] + ABI_FLAGS
 # Device code: no FMA contraction either (--fmad=false), so CUDA rounds like the
 # CPU twins and CPU == CUDA bit for bit; host code compiled by nvcc likewise.
 # IEEE division/sqrt and no flush-to-zero, said explicitly (nvcc's defaults, but
 # NVCC_APPEND_FLAGS could slip in -use_fast_math otherwise unnoticed).
 NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false",
-              "-Xcompiler", "-ffp-contract=off"]
+              "-Xcompiler", "-ffp-contract=off"] + ABI_FLAGS
+
+# The CUDA runtime is linked statically, and none of torch's CUDA libraries is
+# linked (csrc/cuda/launch.h finds torch's current stream at run time): the
+# extension then loads on a CPU build of torch too, and on a CUDA build of any
+# CUDA version whose driver runs this toolkit's code.
+CUDA_LIBRARIES = ["cudart_static", "rt", "pthread", "dl"]
 
 
 def cuda_version(v: int) -> str:
     """"12.8" of CUDA's integer version 12080 (cudaRuntimeGetVersion, cuDriverGetVersion, Warp's)."""
     return f"{v // 1000}.{(v % 1000) // 10}"
-
-
-def openmp_flags() -> list[str]:
-    """-fopenmp where GCC/Clang support it: torch's at::parallel_for is an inline
-    OpenMP region, so without it the CPU kernels run on one thread."""
-    return [] if sys.platform == "darwin" else ["-fopenmp"]
 
 
 def find_cuda_home() -> str | None:
@@ -48,6 +57,20 @@ def find_cuda_home() -> str | None:
         if cand and os.path.isfile(os.path.join(cand, "include", "cuda_runtime.h")):
             return cand
     return None
+
+
+def toolkit_version(home: str | None) -> str | None:
+    """"13.0" of the CUDA toolkit at ``home`` (its nvcc's "release 13.0"), None when unknown."""
+    import re  # noqa: PLC0415  (lazy: setup.py runs this file before torch exists)
+    import subprocess  # noqa: PLC0415
+
+    try:
+        out = subprocess.run([os.path.join(home or "", "bin", "nvcc"), "--version"], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m.group(1) if m else None
 
 
 def with_newest_ptx(archs: str) -> str:
@@ -66,9 +89,34 @@ def with_newest_ptx(archs: str) -> str:
 
 
 def build_info_name() -> str:
-    """File name of the build record setup.py writes next to the extension, one per
-    interpreter (e.g. ``_build_info.cpython-312.json``), so lanes on different
-    Pythons can share a checkout."""
-    import sys  # noqa: PLC0415  (lazy: setup.py runs this file before torch exists)
+    """File name of the build record setup.py writes next to the extension (one
+    abi3 extension serves every interpreter, so one record)."""
+    return "_build_info.json"
 
-    return f"_build_info.{sys.implementation.cache_tag}.json"
+
+def build_matches(info: dict, env) -> bool:
+    """Does the build record ``info`` match what ``env`` asks for: CUDA or not
+    (FLYCUDA_FORCE_CPU / FLYCUDA_FORCE_CUDA) and the archs of TORCH_CUDA_ARCH_LIST?
+    (One abi3 extension serves every lane of a checkout; run.sh rebuilds it when a
+    lane asks for another build than the one there.)"""
+    if env.get("FLYCUDA_FORCE_CPU") == "1":
+        return info.get("with_cuda") is False
+    if env.get("FLYCUDA_FORCE_CUDA") == "1" and not info.get("with_cuda"):
+        return False
+    archs = env.get("TORCH_CUDA_ARCH_LIST")
+    return not archs or not info.get("with_cuda") or info.get("archs") == with_newest_ptx(archs)
+
+
+if __name__ == "__main__":  # run.sh: `--matches` exits 1 when a rebuild is due; .ci/wheel: `--default-archs`
+    import json
+    import sys
+
+    if sys.argv[1:] == ["--default-archs"]:
+        print(DEFAULT_ARCHS)
+        sys.exit(0)
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), build_info_name())) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        sys.exit(1)
+    sys.exit(0 if build_matches(record, os.environ) else 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 
 import torch
 
@@ -23,14 +24,19 @@ OPS = ("motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "recor
 
 
 def build_info() -> dict:
-    """How flycuda._C was built (written by setup.py): CUDA or not, archs, flags, torch."""
+    """How flycuda._C was built (written by setup.py): CUDA or not, the CUDA toolkit and
+    archs, flags, the torch it was built on and the oldest it runs on (``torch_target``:
+    PyTorch's stable ABI); and under ``runs_on`` the torch and Python of this process."""
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), build_info_name())
     try:
         with open(path) as f:
-            return json.load(f)
+            info = json.load(f)
     except OSError:
-        return {"unknown": f"{path} is missing (built by an older setup.py?)"}
+        info = {"unknown": f"{path} is missing (built by an older setup.py?)"}
+    info["runs_on"] = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+                       "python": platform.python_version()}
+    return info
 
 
 def has_cuda_ops() -> bool:

@@ -78,10 +78,9 @@ def build(ops: list[str] | None = None, *, namespace: str = "flycuda_jit", with_
     if use_cuda:
         sources += [os.path.join(CSRC, "cuda", f"{op}.cu") for op in chosen]
     ns = f"-DFLYCUDA_NS={namespace}"
-    omp = _buildcfg.openmp_flags()
     cpp_extension.load(
         name=name or f"{namespace}_{'cuda' if use_cuda else 'cpu'}", sources=sources,
-        extra_include_paths=[CSRC], extra_cflags=[ns] + _buildcfg.HOST_FLAGS + omp, extra_ldflags=omp,
+        extra_include_paths=[CSRC], extra_cflags=[ns] + _buildcfg.HOST_FLAGS,
         extra_cuda_cflags=[ns] + _buildcfg.NVCC_FLAGS if use_cuda else None,
         build_directory=build_directory, is_python_module=False, verbose=verbose)
     return getattr(torch.ops, namespace)

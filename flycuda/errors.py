@@ -9,9 +9,11 @@ argument, what was expected and what was got.
 
 from __future__ import annotations
 
+import importlib.util
+
 __all__ = ["FlycudaError", "BridgeError", "FlyGymError", "MotionError", "SplineError", "ObservableError",
            "StoreError", "RecordingError", "RenderError", "SceneError", "VisionError", "ReplayError",
-           "CaptureError", "CaptureAllocationError", "EnvError"]
+           "CaptureError", "CaptureAllocationError", "EnvError", "MissingDependencyError"]
 
 
 class FlycudaError(ValueError):
@@ -86,3 +88,17 @@ class ReplayError(FlycudaError):
 class EnvError(FlycudaError):
     """Bad environment settings or input (unknown task, model or observation; actions of the
     wrong shape, dtype or device, or not finite)."""
+
+
+# --- optional dependencies -------------------------------------------------------------
+
+class MissingDependencyError(FlycudaError, ImportError):
+    """An output asked for needs a package that is not installed (an extra of flycuda's)."""
+
+
+def require(module: str, what: str, extra: str) -> None:  # (not in __all__, which lists the errors)
+    """Raises :class:`MissingDependencyError` when ``module`` cannot be imported, naming
+    what needs it and the extra that installs it (checked before a run, not after)."""
+    if importlib.util.find_spec(module) is None:
+        raise MissingDependencyError(f"{what} needs {module}, which is not installed: pip install "
+                                     f"\"flycuda[{extra}]\" (or pip install {module})")

@@ -73,3 +73,19 @@ def test_no_gpu_runs_on_the_cpu_and_the_command_says_so(capsys):
     out = capsys.readouterr().out
     assert out.startswith("flycuda doctor") and "torch " in out and "flycuda._C" in out
     assert rc == (0 if "problem" not in out else 1)
+
+
+def test_kernels_built_for_a_newer_cuda_than_the_driver():
+    """The extension links the CUDA runtime statically: its kernels need a driver for the
+    toolkit it was built with, whatever CUDA torch was built for."""
+    problems, ok, _ = _problems(_facts(torch_cuda="12.8", driver_cuda="12.8", built_cuda="13.0"))
+    assert not ok and len(problems) == 1
+    assert "flycuda's kernels are built with CUDA 13.0 but the driver supports CUDA 12.8" in problems[0]
+    assert "update the NVIDIA driver" in problems[0] and "CUDA <= 12.8 toolkit" in problems[0]
+
+
+def test_the_extension_line_names_the_stable_abi():
+    _, ok, lines = _problems(_facts(built_cuda="13.0", built_torch="2.14.1+cu130", torch_target="2.10"))
+    ext = next(ln for ln in lines if ln.startswith("flycuda._C"))
+    assert ok and "CUDA 13.0 kernels for 8.0;8.6;8.9;9.0+PTX" in ext
+    assert "stable ABI: built on torch 2.14.1+cu130, runs on torch >= 2.10" in ext

@@ -211,3 +211,18 @@ def test_video_of_odd_sized_frames(tmp_path):
     assert w.close() == [str(tmp_path / "odd.mp4")]
     frames = iio.imread(str(tmp_path / "odd.mp4"))
     assert frames.shape[0] == 3 and frames.shape[1:3] == (212, 320)
+
+
+@pytest.mark.parametrize("args,module", [(["--render", "{tmp}/v.mp4"], "imageio"), (["--frames", "{tmp}/f.png"], "imageio"),
+                                         (["--plot", "{tmp}/p.png"], "matplotlib")])
+def test_a_missing_extra_is_named_before_the_run(tmp_path, capsys, monkeypatch, args, module):
+    """Without the `video` extra, an output that needs it fails before anything runs and says
+    what to install."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    rc, out, err = _run_cli([a.replace("{tmp}", str(tmp_path)) for a in args] + ["--duration", str(10 * DT)], capsys)
+    assert rc == 2 and not out, (out, err)
+    assert f'needs {module}, which is not installed: pip install "flycuda[video]"' in err, err
+    assert not any(tmp_path.iterdir())

@@ -8,10 +8,6 @@
 #include "common.h"
 #include "cuda/launch.h"
 
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <torch/library.h>
 
 namespace flycuda {
 namespace {
@@ -20,7 +16,7 @@ void render_tiles_cuda(FLYCUDA_RENDER_TILES_PARAMS) {
   // Guard the device; check index values when asked, unless the stream is being
   // captured (the check copies them to the host). Every check passes before
   // anything is written.
-  const c10::cuda::CUDAGuard guard(geom_xpos.device());
+  const torch::stable::accelerator::DeviceGuard guard(geom_xpos.get_device_index());
   const cudaStream_t stream = cuda::stream_for_launch();
   kernels::RenderPlan plan;
   const render::RenderArgs a = render_args(FLYCUDA_RENDER_TILES_ARGS, check && !cuda::capturing(stream), plan);
@@ -28,18 +24,18 @@ void render_tiles_cuda(FLYCUDA_RENDER_TILES_PARAMS) {
   // The top-level refit, then the pixels, in order on one stream (capturable).
   if (a.sc.ntop > 0) {
     kernels::refit_top_kernel<<<static_cast<unsigned int>(plan.refit_blocks), plan.refit_threads, 0, stream>>>(a);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    FLYCUDA_LAUNCH_CHECK();
   }
   if (a.v.timers) {
     kernels::render_tiles_timed_kernel<<<static_cast<unsigned int>(plan.blocks), plan.threads, 0, stream>>>(a, plan);
   } else {
     kernels::render_tiles_kernel<<<static_cast<unsigned int>(plan.blocks), plan.threads, 0, stream>>>(a, plan);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  FLYCUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-FLYCUDA_LIBRARY_IMPL(CUDA, m) { m.impl("render_tiles", &render_tiles_cuda); }
+FLYCUDA_LIBRARY_IMPL(CUDA, m) { m.impl("render_tiles", TORCH_BOX(&render_tiles_cuda)); }
 
 }  // namespace flycuda

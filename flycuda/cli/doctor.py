@@ -52,6 +52,7 @@ def facts() -> dict:
     home = find_cuda_home()
     nvcc = find_nvcc()
     return {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "driver_cuda": cuda_driver_version(),
+            "built_cuda": info.get("cuda"), "built_torch": info.get("torch"), "torch_target": info.get("torch_target"),
             "gpus": gpus, "toolkit": home, "nvcc": _nvcc_version(nvcc),
             "cuda_kernels": _ext.has_cuda_ops(), "archs": info.get("archs"), "build": info}
 
@@ -87,7 +88,8 @@ def diagnose(f: dict) -> tuple[list[str], bool]:
              f"driver         {'supports CUDA ' + f['driver_cuda'] if driver else 'none found (no NVIDIA driver)'}",
              f"GPUs (torch)   {', '.join(g['name'] + ' sm_%d%d' % g['capability'] for g in f['gpus']) or 'none'}",
              f"CUDA toolkit   {f['toolkit'] or 'not found'}{' (nvcc ' + f['nvcc'] + ')' if f['nvcc'] else ''}",
-             f"flycuda._C     {'CUDA kernels for ' + str(f['archs']) if f['cuda_kernels'] else 'CPU only'}"]
+             f"flycuda._C     {'CUDA ' + str(f.get('built_cuda') or '?') + ' kernels for ' + str(f['archs']) if f['cuda_kernels'] else 'CPU only'}"
+             f"{'; stable ABI: built on torch ' + str(f.get('built_torch')) + ', runs on torch >= ' + f['torch_target'] if f.get('torch_target') else ''}"]
     problems = []
     if driver and not f["gpus"]:
         if torch_cuda is None:
@@ -100,6 +102,12 @@ def diagnose(f: dict) -> tuple[list[str], bool]:
         else:
             problems.append("the driver is there but torch sees no GPU (CUDA_VISIBLE_DEVICES? a container "
                             "without the GPU?); check nvidia-smi")
+    built = _version_tuple(f.get("built_cuda")) if f["cuda_kernels"] else None
+    if f["gpus"] and built and driver and built > driver:
+        problems.append(f"flycuda's kernels are built with CUDA {f['built_cuda']} but the driver supports CUDA "
+                        f"{f['driver_cuda']}: update the NVIDIA driver (for CUDA >= {f['built_cuda']}) or rebuild "
+                        f"flycuda with a CUDA <= {f['driver_cuda']} toolkit (CUDA_HOME=... pip install "
+                        "--no-build-isolation -e .)")
     if f["gpus"] and not f["cuda_kernels"]:
         problems.append("flycuda._C was built without its CUDA kernels (no toolkit at build time, or "
                         "FLYCUDA_FORCE_CPU=1): rebuild with a CUDA toolkit, e.g. CUDA_HOME=/usr/local/cuda "

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .._ext import cuda_ready, has_cuda_ops
-from ..errors import ReplayError
+from ..errors import ReplayError, require
 from ..recording import Target
 from ..recording.store import check_path, world_chunk
 from ..render import FrameWriter, MjwRenderer, TileRenderer, camera_arg
@@ -55,6 +55,10 @@ def _check_paths(args) -> None:
     for path in (args.record, args.json, args.profile, args.render, args.frames, args.plot):
         if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise ReplayError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    if args.render or args.frames:
+        require("imageio", "--render/--frames", "video")
+    if args.plot:
+        require("matplotlib", "--plot", "video")
     if args.vision and (args.model or "hexapod") == "hexapod":
         raise ReplayError("--vision needs a fly with eyes: --model neuromechfly (FlyGym's fly with its eye cameras)")
     if args.vision and args.record and args.record.endswith(".npz"):

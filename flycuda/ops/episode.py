@@ -20,6 +20,7 @@ from typing import Sequence
 import torch
 
 from ..errors import FlycudaError
+from ._values import check_columns, check_index
 from .checks import check_same_device
 from .targets import MODES
 
@@ -94,6 +95,8 @@ def scatter_actions(actions: torch.Tensor, act_ids: torch.Tensor, action_map: to
     Raises:
         RuntimeError: a wrong dtype, shape, device, aliasing or id (``ctrl`` untouched).
     """
+    if ctrl.dim() == 2:
+        check_index("scatter_actions", "act_ids", act_ids, ctrl.shape[1], "nu = ctrl.size(1)", unique=True, ref=ctrl)
     torch.ops.flycuda.scatter_actions.default(actions, act_ids, action_map, ctrl)
 
 
@@ -120,7 +123,9 @@ def gather_columns(sources: Sequence[torch.Tensor], columns: torch.Tensor, out: 
     Raises:
         RuntimeError: a wrong dtype, shape, device, aliasing or column (``out`` untouched).
     """
-    torch.ops.flycuda.gather_columns.default(list(sources), columns, out)
+    sources = list(sources)
+    check_columns("gather_columns", columns, [s.shape[1] if s.dim() == 2 else 0 for s in sources], ref=out)
+    torch.ops.flycuda.gather_columns.default(sources, columns, out)
 
 
 @torch.library.register_fake("flycuda::gather_columns")

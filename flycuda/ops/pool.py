@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ._values import check_index, check_min, check_offsets
 from .checks import check_same_device
 
 __all__ = ["pool_ommatidia"]
@@ -46,6 +47,12 @@ def pool_ommatidia(pixels: torch.Tensor, omm_ptr: torch.Tensor, omm_pixels: torc
             values (naming the argument, what was expected and what was got);
             ``readouts`` is left untouched.
     """
+    if pixels.dim() == 4 and omm_pixels.dim() == 1:
+        check_offsets("pool_ommatidia", "omm_ptr", omm_ptr, omm_pixels.shape[0], "nnz = omm_pixels.size(0)", ref=readouts)
+        check_index("pool_ommatidia", "omm_pixels", omm_pixels, pixels.shape[2], "P = pixels.size(2)", ref=readouts)
+        check_index("pool_ommatidia", "omm_channel", omm_channel, 3, "RGB channels", ref=readouts)
+        check_index("pool_ommatidia", "omm_column", omm_column, 2, "readout columns", ref=readouts)
+        check_min("pool_ommatidia", "omm_count", omm_count, 1, ref=readouts)
     torch.ops.flycuda.pool_ommatidia.default(pixels, omm_ptr, omm_pixels, omm_channel, omm_column, omm_count,
                                              readouts)
 

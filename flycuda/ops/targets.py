@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import FlycudaError
+from ._values import check_index
 from .checks import check_counter, check_same_device
 
 __all__ = ["MODES", "motion_to_ctrl", "spline_to_ctrl"]
@@ -55,13 +56,17 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
             out of range/duplicated; ``ctrl`` and ``step`` are left untouched.
         ValueError: bad ``mode``, non-finite ``frames_per_step``, ``advance < 0``.
 
-    act_ids values are checked once per tensor (and again after any in-place
-    change to it): on CUDA with one small host copy, never while a CUDA graph
-    is being captured. Ids that escape the check (e.g. written through a Warp
-    alias) are skipped by the kernel, never written out of bounds.
+    act_ids values are checked on the CPU on every call (a scan, no copy), on
+    CUDA by this wrapper once per tensor (and again after any in-place change to
+    it) with one small host copy, never while a CUDA graph is being captured. Ids
+    that escape the check (e.g. written through a Warp alias, or a direct
+    ``torch.ops.flycuda`` call on CUDA) are skipped by the kernel, never written
+    out of bounds.
     """
     if mode not in MODES:
         raise FlycudaError(f"flycuda.motion_to_ctrl: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
+    if ctrl.dim() == 2:
+        check_index("motion_to_ctrl", "act_ids", act_ids, ctrl.shape[1], "nu = ctrl.size(1)", unique=True, ref=ctrl)
     torch.ops.flycuda.motion_to_ctrl.default(motion, step, ctrl, act_ids, offsets,
                                              float(frames_per_step), mode, int(advance))
 
@@ -110,6 +115,8 @@ def spline_to_ctrl(coeffs: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
     """
     if mode not in MODES:
         raise FlycudaError(f"flycuda.spline_to_ctrl: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
+    if ctrl.dim() == 2:
+        check_index("spline_to_ctrl", "act_ids", act_ids, ctrl.shape[1], "nu = ctrl.size(1)", unique=True, ref=ctrl)
     torch.ops.flycuda.spline_to_ctrl.default(coeffs, step, ctrl, act_ids, offsets,
                                              float(frames_per_step), mode, int(advance))
 

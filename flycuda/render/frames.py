@@ -9,7 +9,7 @@ import os
 import numpy as np
 import torch
 
-from ..errors import RenderError
+from ..errors import RenderError, require
 
 __all__ = ["mosaic", "mosaic_shape", "FrameWriter"]
 
@@ -45,6 +45,8 @@ class FrameWriter:
                     raise RenderError(f"output directory does not exist: {parent}")
         if not (fps > 0):
             raise RenderError(f"video fps must be > 0, got {fps}")
+        if video or png:
+            require("imageio", "writing videos and frames", "video")
         self.video, self.png, self.fps = video, png, fps
         self.frames: list = []
 

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import RecordingError
+from ..errors import RecordingError, require
 from ..recording.reader import Recording
 
 __all__ = ["plot_tracking", "load_tracking"]
@@ -88,6 +88,7 @@ def plot_tracking(source, out: str | None = None, *, worlds: Sequence[int] | Non
         dofs: DOF indices or names (default the first leg's 7 DOFs).
         title: figure title (default: worlds and DOF count).
     """
+    require("matplotlib", "plotting the joint angles", "video")
     import matplotlib  # noqa: PLC0415  (lazy: only plots need matplotlib)
 
     matplotlib.use("Agg", force=False)
