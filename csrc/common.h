@@ -62,7 +62,10 @@ std::string cat(const Args&... args) {
 }  // namespace flycuda
 
 // A failed check throws std::runtime_error (Python: RuntimeError) with the
-// message alone; the _VALUE form throws std::invalid_argument.
+// message alone; the _VALUE form throws std::invalid_argument, which torch <= 2.14
+// raises as ValueError and 2.15 as RuntimeError: so the Python wrappers check the
+// scalar options themselves (flycuda/ops/checks.py check_option), a ValueError on
+// every torch, and these stay the backstop for direct torch.ops calls.
 #define FLYCUDA_FAIL(...) throw std::runtime_error(::flycuda::detail::cat(__VA_ARGS__))
 #define FLYCUDA_CHECK(cond, ...)                                              \
   do {                                                                       \

@@ -10,8 +10,9 @@
 #include "common.h"
 
 extern "C" {
-/* Creates a dummy empty _C module that can be imported from Python. */
-PyObject* PyInit__C(void) {
+/* Creates a dummy empty _C module that can be imported from Python (the one symbol
+   the extension exports: everything else is built with -fvisibility=hidden). */
+PyMODINIT_FUNC PyInit__C(void) {
   static struct PyModuleDef module_def = {
       PyModuleDef_HEAD_INIT, "_C", /* name of module */
       nullptr,                     /* module documentation */

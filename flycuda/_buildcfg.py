@@ -21,17 +21,19 @@ DEFAULT_ARCHS = "8.0;8.6;8.9;9.0;10.0;12.0+PTX"
 TORCH_TARGET = (2, 10)
 PYTHON_TARGET = (3, 10)
 ABI_FLAGS = [f"-DTORCH_TARGET_VERSION=0x{TORCH_TARGET[0]:02x}{TORCH_TARGET[1]:02x}000000000000",
-             f"-DPy_LIMITED_API=0x{PYTHON_TARGET[0]:02x}{PYTHON_TARGET[1]:02x}0000"]
+             f"-DPy_LIMITED_API=0x{PYTHON_TARGET[0]:02X}{PYTHON_TARGET[1]:02X}0000"]  # torch's own spelling
 
 # Host code: no FMA contraction (GCC contracts a*b+c with -march=haswell/native
 # on x86 and by default on aarch64), so the CPU twins round like the references.
-HOST_FLAGS = ["-O3", "-ffp-contract=off"] + ABI_FLAGS
+# Hidden visibility: the extension exports PyInit__C alone, so neither its symbols nor the
+# stable ABI's inline helpers (hidden in torch's headers) clash with another extension's.
+HOST_FLAGS = ["-O3", "-ffp-contract=off", "-fvisibility=hidden"] + ABI_FLAGS
 # Device code: no FMA contraction either (--fmad=false), so CUDA rounds like the
 # CPU twins and CPU == CUDA bit for bit; host code compiled by nvcc likewise.
 # IEEE division/sqrt and no flush-to-zero, said explicitly (nvcc's defaults, but
 # NVCC_APPEND_FLAGS could slip in -use_fast_math otherwise unnoticed).
 NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false",
-              "-Xcompiler", "-ffp-contract=off"] + ABI_FLAGS
+              "-Xcompiler", "-ffp-contract=off", "-Xcompiler", "-fvisibility=hidden"] + ABI_FLAGS
 
 # The CUDA runtime is linked statically, and none of torch's CUDA libraries is
 # linked (csrc/cuda/launch.h finds torch's current stream at run time): the

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["check_same_device", "check_counter"]
+from ..errors import FlycudaError
+
+__all__ = ["check_same_device", "check_counter", "check_option"]
 
 
 def check_same_device(op: str, ref_name: str, ref: torch.Tensor, **others) -> None:
@@ -21,3 +23,11 @@ def check_counter(op: str, step: torch.Tensor) -> None:
     torch._check(step.dtype == torch.int64 and step.dim() == 1 and step.shape[0] in (1, 2),
                  lambda: f"flycuda.{op}: argument 'step' must be an int64 step counter of shape [1] or "
                          f"[2], got {step.dtype} {tuple(step.shape)}")
+
+
+def check_option(op: str, name: str, ok: bool, expected: str, got) -> None:
+    """A scalar option, checked here so that a bad one is a ValueError (FlycudaError) on
+    every torch: the op checks it too, but the type of an error thrown through PyTorch's
+    stable ABI depends on the torch version (2.15 makes every one a RuntimeError)."""
+    if not ok:
+        raise FlycudaError(f"flycuda.{op}: argument '{name}' must be {expected}, got {got}")

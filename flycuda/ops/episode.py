@@ -15,13 +15,14 @@ initial states, nq/nv/nu MuJoCo's sizes.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
 
 from ..errors import FlycudaError
 from ._values import check_columns, check_index
-from .checks import check_same_device
+from .checks import check_option, check_same_device
 from .targets import MODES
 
 __all__ = ["motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds", "action_map"]
@@ -54,6 +55,7 @@ def motion_at(frames: torch.Tensor, world_steps: torch.Tensor, out: torch.Tensor
     """
     if mode not in MODES:
         raise FlycudaError(f"flycuda.motion_at: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
+    check_option("motion_at", "frames_per_step", math.isfinite(frames_per_step), "finite", frames_per_step)
     torch.ops.flycuda.motion_at.default(frames, world_steps, out, offsets, float(frames_per_step), mode)
 
 
@@ -163,6 +165,14 @@ def episode_step(world_steps: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tens
         RuntimeError: a wrong dtype, shape, device or aliasing (outputs untouched).
         ValueError: a NaN rule, ``max_steps < 0``, or a ``root_adr`` with no free joint's room.
     """
+    rules = {"min_height": min_height, "max_height": max_height, "min_up": min_up}
+    for name, v in rules.items():
+        check_option("episode_step", name, not math.isnan(v), "a number (not NaN)", v)
+    check_option("episode_step", "max_steps", max_steps >= 0, ">= 0 (0: no time limit)", max_steps)
+    if qpos.dim() == 2:
+        top = qpos.shape[1] - 7
+        check_option("episode_step", "root_adr", root_adr == -1 or 0 <= root_adr <= top,
+                     f"-1 (no pose rules) or the qpos address of a free joint (7 entries) in [0, {top}]", root_adr)
     torch.ops.flycuda.episode_step.default(world_steps, qpos, qvel, terminated, truncated, int(root_adr),
                                            float(min_height), float(max_height), float(min_up), int(max_steps))
 

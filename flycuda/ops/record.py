@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ._values import check_index
-from .checks import check_counter, check_same_device
+from .checks import check_counter, check_option, check_same_device
 
 __all__ = ["record_qpos", "record_chunk"]
 
@@ -33,6 +33,7 @@ def record_qpos(qpos: torch.Tensor, adrs: torch.Tensor, history: torch.Tensor,
             ``history`` is left untouched.
         ValueError: ``every < 1``.
     """
+    check_option("record_qpos", "every", every >= 1, ">= 1", every)
     if qpos.dim() == 2:
         check_index("record_qpos", "adrs", adrs, qpos.shape[1], "nq = qpos.size(1)", ref=history)
     torch.ops.flycuda.record_qpos.default(qpos, adrs, history, step, int(every))
@@ -78,6 +79,7 @@ def record_chunk(source: torch.Tensor, columns: torch.Tensor, chunks: torch.Tens
             ``chunks`` is left untouched.
         ValueError: ``every < 1``.
     """
+    check_option("record_chunk", "every", every >= 1, ">= 1", every)
     if source.dim() == 2:
         check_index("record_chunk", "columns", columns, source.shape[1], "N = source.size(1)", ref=chunks)
     torch.ops.flycuda.record_chunk.default(source, columns, chunks, step, int(every))
