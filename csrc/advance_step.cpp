@@ -2,7 +2,6 @@
 #include "checks.h"
 #include "common.h"
 
-
 namespace flycuda {
 
 void check_advance_step(const Tensor& step) {

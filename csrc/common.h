@@ -182,6 +182,10 @@ inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void check_index_values(const char* op, const char* name, const Tensor& ids,
                         int64_t bound, const char* bound_name, bool unique);
 
+// Do this op's C++ checks read its index values? Where `out` (the op's output) lives
+// on the CPU, yes; on CUDA the Python wrappers do, once per tensor version.
+inline bool checks_values_here(const Tensor& out) { return out.is_cpu(); }
+
 // Two more checks of 1-D int32/int64 tensors: CSR offsets
 // (offsets[0] == 0, non-decreasing, offsets[-1] == total) and a lower bound on
 // every value.

@@ -6,7 +6,6 @@
 
 #include "common.h"
 
-
 #include <climits>
 #include <cmath>
 #include <vector>
@@ -101,7 +100,7 @@ kernels::MotionAtPlan check_motion_at(const Tensor& frames, const Tensor& world_
 }
 
 kernels::ScatterPlan check_scatter_actions(const Tensor& actions, const Tensor& act_ids,
-                                           const Tensor& action_map, const Tensor& ctrl, bool check_values) {
+                                           const Tensor& action_map, const Tensor& ctrl) {
   constexpr const char* kOpName = "scatter_actions";
   FLYCUDA_CHECK(ctrl.scalar_type() == kFloat && ctrl.dim() == 2, "argument 'ctrl' must be a float32 [W, nu] "
                 "tensor, got ", ctrl.scalar_type(), " of shape ", sizes_of(ctrl));
@@ -120,7 +119,7 @@ kernels::ScatterPlan check_scatter_actions(const Tensor& actions, const Tensor& 
   expect_contiguous(kOpName, action_map, "action_map");
   expect_output(kOpName, ctrl, "ctrl", {{"actions", &actions}, {"act_ids", &act_ids}, {"action_map", &action_map}});
   expect_threads(kOpName, W * A, "W * A");
-  if (check_values) check_index_values(kOpName, "act_ids", act_ids, ctrl.size(1), "nu = ctrl.size(1)", true);
+  if (checks_values_here(ctrl)) check_index_values(kOpName, "act_ids", act_ids, ctrl.size(1), "nu = ctrl.size(1)", true);
   kernels::ScatterPlan p;
   p.W = W;
   p.A = A;
@@ -132,8 +131,7 @@ kernels::ScatterPlan check_scatter_actions(const Tensor& actions, const Tensor& 
   return p;
 }
 
-kernels::GatherPlan check_gather_columns(const TensorList& sources, const Tensor& columns, const Tensor& out,
-                                         bool check_values) {
+kernels::GatherPlan check_gather_columns(const TensorList& sources, const Tensor& columns, const Tensor& out) {
   constexpr const char* kOpName = "gather_columns";
   FLYCUDA_CHECK(out.scalar_type() == kFloat && out.dim() == 2, "argument 'out' must be a float32 [W, O] "
                 "tensor, got ", out.scalar_type(), " of shape ", sizes_of(out));
@@ -160,9 +158,8 @@ kernels::GatherPlan check_gather_columns(const TensorList& sources, const Tensor
   expect_contiguous(kOpName, columns, "columns");
   expect_output(kOpName, out, "out", {{"columns", &columns}});
   expect_threads(kOpName, W * O, "W * O");
-  if (check_values && O > 0) {
-    const Tensor host = host_contiguous(columns);  // one small copy on CUDA (never in capture)
-    const int32_t* c = dptr<int32_t>(host);
+  if (checks_values_here(out) && O > 0) {
+    const int32_t* c = dptr<int32_t>(columns);  // contiguous, on the CPU
     for (int64_t o = 0; o < O; ++o) {
       FLYCUDA_CHECK(c[2 * o] >= 0 && c[2 * o] < n, "argument 'columns' row ", o, " names source ", c[2 * o],
                     "; there are ", n, " sources");
@@ -318,7 +315,7 @@ void motion_at_cpu(const Tensor& frames, const Tensor& world_steps, Tensor& out,
 
 void scatter_actions_cpu(const Tensor& actions, const Tensor& act_ids, const Tensor& action_map,
                          Tensor& ctrl) {
-  const kernels::ScatterPlan p = check_scatter_actions(actions, act_ids, action_map, ctrl, true);
+  const kernels::ScatterPlan p = check_scatter_actions(actions, act_ids, action_map, ctrl);
   FLYCUDA_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "scatter_actions_cpu", [&] {
     const float* x = dptr<float>(actions);
     const index_t* ids = dptr<index_t>(act_ids);
@@ -329,7 +326,7 @@ void scatter_actions_cpu(const Tensor& actions, const Tensor& act_ids, const Ten
 }
 
 void gather_columns_cpu(const TensorList& sources, const Tensor& columns, Tensor& out) {
-  const kernels::GatherPlan p = check_gather_columns(sources, columns, out, true);
+  const kernels::GatherPlan p = check_gather_columns(sources, columns, out);
   const int32_t* cols = dptr<int32_t>(columns);
   float* o = dptr<float>(out);
   for_each(p.threads(), [&](int64_t i) { kernels::gather_one(cols, o, p, i); });

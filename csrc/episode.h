@@ -4,7 +4,6 @@
 // csrc/kernels/episode.cuh that the CPU twin, the CUDA launcher and the emulator run.
 #pragma once
 
-
 #include "common.h"
 #include <cstdint>
 
@@ -12,8 +11,8 @@
 
 namespace flycuda {
 
-// `check_values` also checks index values (act_ids, columns): a device-to-host copy on
-// CUDA, skipped during capture (the kernels skip out-of-range ids, never write out of bounds).
+// On the CPU the checks also read index values (act_ids, columns: checks_values_here);
+// the kernels skip out-of-range ids, never write out of bounds.
 
 kernels::MotionAtPlan check_motion_at(const Tensor& frames,        // [M, T, D] f32 or [M, T, 4, D] f64
                                       const Tensor& world_steps,   // [W] int64
@@ -24,13 +23,11 @@ kernels::MotionAtPlan check_motion_at(const Tensor& frames,        // [M, T, D] 
 kernels::ScatterPlan check_scatter_actions(const Tensor& actions,     // [W, A] f32
                                            const Tensor& act_ids,     // [A] int32/int64
                                            const Tensor& action_map,  // [4, A] f32
-                                           const Tensor& ctrl,        // [W, nu] f32
-                                           bool check_values);
+                                           const Tensor& ctrl);       // [W, nu] f32
 
 kernels::GatherPlan check_gather_columns(const TensorList& sources,       // [W, N_k] f32 each
                                          const Tensor& columns,    // [O, 2] int32
-                                         const Tensor& out,        // [W, O] f32
-                                         bool check_values);
+                                         const Tensor& out);       // [W, O] f32
 
 kernels::EpisodePlan check_episode_step(const Tensor& world_steps,  // [W] int64
                                         const Tensor& qpos,         // [W, nq] f32

@@ -10,7 +10,6 @@
 #include "common.h"
 #include "kernels/motion_to_ctrl.cuh"
 
-
 #include <cmath>
 
 namespace flycuda {
@@ -42,7 +41,7 @@ void check_recording(const char* kOpName, const char* name, const Tensor& rec, i
 FrameMode check_the_rest(const char* kOpName, int64_t D, const Tensor& step,
                          const Tensor& ctrl, const Tensor& act_ids,
                          const std::optional<Tensor>& offsets_opt, double frames_per_step,
-                         std::string_view mode, int64_t advance, bool check_values) {
+                         std::string_view mode, int64_t advance) {
   // act_ids: [D] int32/int64.
   CHECK_SAME_DEVICE(act_ids, ctrl);
   CHECK_INDEX_DTYPE(act_ids);
@@ -80,7 +79,7 @@ FrameMode check_the_rest(const char* kOpName, int64_t D, const Tensor& step,
   FLYCUDA_CHECK_VALUE(mode == "clamp" || mode == "loop",
                       "argument 'mode' must be 'clamp' or 'loop', got '", mode, "'");
   FLYCUDA_CHECK_VALUE(advance >= 0, "argument 'advance' must be >= 0, got ", advance);
-  if (check_values) {
+  if (checks_values_here(ctrl)) {
     check_index_values(kOpName, "act_ids", act_ids, ctrl.size(1), "nu = ctrl.size(1)", true);
   }
   return mode == "loop" ? FrameMode::Loop : FrameMode::Clamp;
@@ -92,7 +91,7 @@ FrameMode check_motion_to_ctrl(const Tensor& motion, const Tensor& step,
                                const Tensor& ctrl, const Tensor& act_ids,
                                const std::optional<Tensor>& offsets,
                                double frames_per_step, std::string_view mode,
-                               int64_t advance, bool check_values) {
+                               int64_t advance) {
   constexpr const char* kOpName = "motion_to_ctrl";
   check_ctrl(kOpName, ctrl);
   // motion: [M, T, D] float32, contiguous, M == 1 or M == W.
@@ -104,14 +103,14 @@ FrameMode check_motion_to_ctrl(const Tensor& motion, const Tensor& step,
   CHECK_NOT_ALIASED(ctrl, motion);
   CHECK_NOT_ALIASED(step, motion);
   return check_the_rest(kOpName, motion.size(2), step, ctrl, act_ids, offsets, frames_per_step,
-                        mode, advance, check_values);
+                        mode, advance);
 }
 
 FrameMode check_spline_to_ctrl(const Tensor& coeffs, const Tensor& step,
                                const Tensor& ctrl, const Tensor& act_ids,
                                const std::optional<Tensor>& offsets,
                                double frames_per_step, std::string_view mode,
-                               int64_t advance, bool check_values) {
+                               int64_t advance) {
   constexpr const char* kOpName = "spline_to_ctrl";
   check_ctrl(kOpName, ctrl);
   // coeffs: [M, T, 4, D] float64, contiguous (flycuda.spline_coeffs).
@@ -124,7 +123,7 @@ FrameMode check_spline_to_ctrl(const Tensor& coeffs, const Tensor& step,
   CHECK_NOT_ALIASED(ctrl, coeffs);
   CHECK_NOT_ALIASED(step, coeffs);
   return check_the_rest(kOpName, coeffs.size(3), step, ctrl, act_ids, offsets, frames_per_step,
-                        mode, advance, check_values);
+                        mode, advance);
 }
 
 namespace {
@@ -184,7 +183,7 @@ void motion_to_ctrl_cpu(const Tensor& motion,   // [M, T, D]
                         double frames_per_step, std::string_view mode,
                         int64_t advance) {
   const FrameMode fm = check_motion_to_ctrl(motion, step, ctrl, act_ids, offsets,
-                                            frames_per_step, mode, advance, true);
+                                            frames_per_step, mode, advance);
   const LinearFrames frames{dptr<float>(motion), motion.size(0), motion.size(1), motion.size(2)};
   run_cpu(frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
 }
@@ -197,7 +196,7 @@ void spline_to_ctrl_cpu(const Tensor& coeffs,   // [M, T, 4, D]
                         double frames_per_step, std::string_view mode,
                         int64_t advance) {
   const FrameMode fm = check_spline_to_ctrl(coeffs, step, ctrl, act_ids, offsets,
-                                            frames_per_step, mode, advance, true);
+                                            frames_per_step, mode, advance);
   const SplineFrames frames{dptr<double>(coeffs), coeffs.size(0), coeffs.size(1), coeffs.size(3)};
   run_cpu(frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
 }

@@ -12,7 +12,6 @@
 #include "kernels/pool_ommatidia.cuh"
 #include "pool_ommatidia.h"
 
-
 #include <climits>
 
 namespace flycuda {
@@ -51,9 +50,19 @@ void check_pixels(const Tensor& pixels, const Tensor& readouts) {
                 " must be < 2^31 (32-bit pixel offsets in an image)");
 }
 
+// The map's values (see check_pool_ommatidia).
+void check_map_values(const Tensor& omm_ptr, const Tensor& omm_pixels, const Tensor& omm_channel,
+                      const Tensor& omm_column, const Tensor& omm_count, const kernels::PoolPlan& p) {
+  check_offsets_values(kOpName, "omm_ptr", omm_ptr, p.nnz, "nnz = omm_pixels.size(0)");
+  check_index_values(kOpName, "omm_pixels", omm_pixels, p.P, "P = pixels.size(2)", false);
+  check_index_values(kOpName, "omm_channel", omm_channel, 3, "RGB channels", false);
+  check_index_values(kOpName, "omm_column", omm_column, 2, "readout columns", false);
+  check_min_values(kOpName, "omm_count", omm_count, 1);
+}
+
 }  // namespace
 
-kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS, bool check_values) {
+kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS) {
   // readouts: [S, E, O, 2] float32, any strides, no overlap.
   CHECK_DTYPE(readouts, kFloat);
   FLYCUDA_CHECK(readouts.dim() == 4 && readouts.size(3) == 2, "argument 'readouts' must be a 4-D tensor "
@@ -80,18 +89,8 @@ kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS, bool check
   p.out_s1 = readouts.stride(1);
   p.out_s2 = readouts.stride(2);
   p.out_s3 = readouts.stride(3);
-  if (check_values) check_pool_ommatidia_values(omm_ptr, omm_pixels, omm_channel, omm_column, omm_count, p);
+  if (checks_values_here(readouts)) check_map_values(omm_ptr, omm_pixels, omm_channel, omm_column, omm_count, p);
   return p;
-}
-
-void check_pool_ommatidia_values(const Tensor& omm_ptr, const Tensor& omm_pixels,
-                                 const Tensor& omm_channel, const Tensor& omm_column,
-                                 const Tensor& omm_count, const kernels::PoolPlan& p) {
-  check_offsets_values(kOpName, "omm_ptr", omm_ptr, p.nnz, "nnz = omm_pixels.size(0)");
-  check_index_values(kOpName, "omm_pixels", omm_pixels, p.P, "P = pixels.size(2)", false);
-  check_index_values(kOpName, "omm_channel", omm_channel, 3, "RGB channels", false);
-  check_index_values(kOpName, "omm_column", omm_column, 2, "readout columns", false);
-  check_min_values(kOpName, "omm_count", omm_count, 1);
 }
 
 kernels::PoolMap pool_map(const Tensor& omm_ptr, const Tensor& omm_pixels, const Tensor& omm_channel,
@@ -105,7 +104,7 @@ namespace {
 
 // The CPU twin of kernels::pool_ommatidia_kernel: the same body per (image, o).
 void pool_ommatidia_cpu(FLYCUDA_POOL_OMMATIDIA_PARAMS) {
-  const kernels::PoolPlan p = check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_ARGS, /*check_values=*/true);
+  const kernels::PoolPlan p = check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_ARGS);
   if (p.threads() == 0) return;
   const kernels::PoolMap m = pool_map(omm_ptr, omm_pixels, omm_channel, omm_column, omm_count);
   const uint8_t* px = dptr<uint8_t>(pixels);

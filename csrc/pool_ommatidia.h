@@ -3,7 +3,6 @@
 // reject exactly the same inputs before touching the readouts.
 #pragma once
 
-
 #include "common.h"
 #include "kernels/pool_ommatidia.cuh"
 
@@ -21,19 +20,10 @@ namespace flycuda {
 
 // Validates every argument's dtype, shape, device, contiguity and aliasing, and
 // returns the launch plan (kernels/pool_ommatidia.cuh) that the CPU twin, the
-// CUDA launcher and the emulator all run. `check_values` also runs
-// check_pool_ommatidia_values (host copies on CUDA; skipped during capture).
-kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS, bool check_values);
-
-// The map's values: omm_ptr CSR offsets from 0 to nnz, omm_pixels in [0, P),
-// omm_channel in [0, 3), omm_column in [0, 2), omm_count >= 1 (each cached per
-// tensor version, as check_index_values).
-void check_pool_ommatidia_values(const Tensor& omm_ptr,      // [O + 1]
-                                 const Tensor& omm_pixels,   // [nnz]
-                                 const Tensor& omm_channel,  // [O]
-                                 const Tensor& omm_column,   // [O]
-                                 const Tensor& omm_count,    // [O]
-                                 const kernels::PoolPlan& p);
+// CUDA launcher and the emulator all run; on the CPU also the map's values
+// (checks_values_here): omm_ptr CSR offsets from 0 to nnz, omm_pixels in [0, P),
+// omm_channel in [0, 3), omm_column in [0, 2), omm_count >= 1.
+kernels::PoolPlan check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_PARAMS);
 
 // The map arrays' pointers, as the kernel takes them (after the checks).
 kernels::PoolMap pool_map(const Tensor& omm_ptr, const Tensor& omm_pixels, const Tensor& omm_channel,

@@ -10,7 +10,6 @@
 #include "checks.h"
 #include "common.h"
 
-
 #include <climits>
 
 namespace flycuda {
@@ -61,8 +60,7 @@ kernels::RecordPlan check_source(const char* kOpName, const Tensor& src, const c
 }  // namespace
 
 kernels::RecordPlan check_record_qpos(const Tensor& qpos, const Tensor& adrs,
-                                      const Tensor& history, const Tensor& step, int64_t every,
-                                      bool check_values) {
+                                      const Tensor& history, const Tensor& step, int64_t every) {
   constexpr const char* kOpName = "record_qpos";
   // history: [W, R, D] float32, any strides.
   CHECK_DTYPE(history, kFloat);
@@ -77,13 +75,12 @@ kernels::RecordPlan check_record_qpos(const Tensor& qpos, const Tensor& adrs,
   p.out_sw = history.stride(0);
   p.out_sr = history.stride(1);
   p.out_sd = history.stride(2);
-  if (check_values) check_index_values(kOpName, "adrs", adrs, p.N, "nq = qpos.size(1)", false);
+  if (checks_values_here(history)) check_index_values(kOpName, "adrs", adrs, p.N, "nq = qpos.size(1)", false);
   return p;
 }
 
 kernels::RecordPlan check_record_chunk(const Tensor& source, const Tensor& columns,
-                                       const Tensor& chunks, const Tensor& step, int64_t every,
-                                       bool check_values) {
+                                       const Tensor& chunks, const Tensor& step, int64_t every) {
   constexpr const char* kOpName = "record_chunk";
   // chunks: [B, W, C, D] float32, any strides, B >= 1 and C >= 1.
   CHECK_DTYPE(chunks, kFloat);
@@ -101,7 +98,7 @@ kernels::RecordPlan check_record_chunk(const Tensor& source, const Tensor& colum
   p.out_sw = chunks.stride(1);
   p.out_sr = chunks.stride(2);
   p.out_sd = chunks.stride(3);
-  if (check_values) check_index_values(kOpName, "columns", columns, p.N, "N = source.size(1)", false);
+  if (checks_values_here(chunks)) check_index_values(kOpName, "columns", columns, p.N, "N = source.size(1)", false);
   return p;
 }
 
@@ -137,7 +134,7 @@ void record_qpos_cpu(const Tensor& qpos,  // [W, nq]
                      Tensor& history,     // [W, R, D]
                      const Tensor& step,  // [1] or [2]
                      int64_t every) {
-  record_cpu(qpos, adrs, history, step, check_record_qpos(qpos, adrs, history, step, every, true));
+  record_cpu(qpos, adrs, history, step, check_record_qpos(qpos, adrs, history, step, every));
 }
 
 void record_chunk_cpu(const Tensor& source,   // [W, N]
@@ -145,7 +142,7 @@ void record_chunk_cpu(const Tensor& source,   // [W, N]
                       Tensor& chunks,         // [B, W, C, D]
                       const Tensor& step,     // [1] or [2]
                       int64_t every) {
-  record_cpu(source, columns, chunks, step, check_record_chunk(source, columns, chunks, step, every, true));
+  record_cpu(source, columns, chunks, step, check_record_chunk(source, columns, chunks, step, every));
 }
 
 }  // namespace

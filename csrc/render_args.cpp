@@ -4,7 +4,6 @@
 
 #include "common.h"
 
-
 #include <cmath>
 #include <string>
 #include <utility>

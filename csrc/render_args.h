@@ -7,7 +7,6 @@
 #include "common.h"
 #include "kernels/render_tiles.cuh"
 
-
 namespace flycuda {
 
 // The op's parameters (the schema's order; registration.cpp) and the same as arguments.

@@ -5,7 +5,6 @@
 
 #include "common.h"
 
-
 #include <algorithm>
 #include <map>
 #include <vector>

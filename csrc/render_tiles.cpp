@@ -4,7 +4,6 @@
 // phases. Checks and RenderArgs: render_args.cpp.
 #include "render_args.h"
 
-
 #include "common.h"
 
 namespace flycuda {

@@ -4,7 +4,6 @@
 #include "cuda/launch.h"
 #include "kernels/advance_step.cuh"
 
-
 namespace flycuda {
 namespace {
 

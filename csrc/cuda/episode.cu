@@ -8,7 +8,6 @@
 #include "cuda/launch.h"
 #include "episode.h"
 
-
 namespace flycuda {
 namespace {
 
@@ -42,7 +41,7 @@ void scatter_actions_cuda(const Tensor& actions, const Tensor& act_ids, const Te
                           Tensor& ctrl) {
   const torch::stable::accelerator::DeviceGuard guard(ctrl.get_device_index());
   const cudaStream_t stream = cuda::stream_for_launch();
-  const k::ScatterPlan p = check_scatter_actions(actions, act_ids, action_map, ctrl, /*check_values=*/false);
+  const k::ScatterPlan p = check_scatter_actions(actions, act_ids, action_map, ctrl);
   if (p.threads() == 0) return;
   FLYCUDA_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "scatter_actions_cuda", [&] {
     k::scatter_actions_kernel<index_t><<<grid_for(p.threads()), k::kEpisodeThreads, 0, stream>>>(
@@ -55,7 +54,7 @@ void scatter_actions_cuda(const Tensor& actions, const Tensor& act_ids, const Te
 void gather_columns_cuda(const TensorList& sources, const Tensor& columns, Tensor& out) {
   const torch::stable::accelerator::DeviceGuard guard(out.get_device_index());
   const cudaStream_t stream = cuda::stream_for_launch();
-  const k::GatherPlan p = check_gather_columns(sources, columns, out, /*check_values=*/false);
+  const k::GatherPlan p = check_gather_columns(sources, columns, out);
   if (p.threads() == 0) return;
   k::gather_columns_kernel<<<grid_for(p.threads()), k::kEpisodeThreads, 0, stream>>>(dptr<int32_t>(columns),
                                                                                       dptr<float>(out), p);

@@ -7,7 +7,6 @@
 #include "kernels/advance_step.cuh"
 #include "kernels/motion_to_ctrl.cuh"
 
-
 namespace flycuda {
 namespace {
 
@@ -16,7 +15,7 @@ namespace {
 // else followed by a one-thread advance on the same stream. act_ids' values are
 // the Python wrapper's to check (once per tensor version; the kernel skips bad ones).
 template <typename Frames>
-void launch(const char* op, const Frames frames, Tensor& step, Tensor& ctrl,
+void launch(const Frames frames, Tensor& step, Tensor& ctrl,
             const Tensor& act_ids, const std::optional<Tensor>& offsets,
             double frames_per_step, FrameMode fm, int64_t advance) {
   const torch::stable::accelerator::DeviceGuard guard(ctrl.get_device_index());
@@ -58,10 +57,9 @@ void motion_to_ctrl_cuda(const Tensor& motion,   // [M, T, D]
                          double frames_per_step, std::string_view mode,
                          int64_t advance) {
   const FrameMode fm = check_motion_to_ctrl(motion, step, ctrl, act_ids, offsets,
-                                            frames_per_step, mode, advance,
-                                            /*check_values=*/false);
+                                            frames_per_step, mode, advance);
   const LinearFrames frames{dptr<float>(motion), motion.size(0), motion.size(1), motion.size(2)};
-  launch("motion_to_ctrl", frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
+  launch(frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
 }
 
 void spline_to_ctrl_cuda(const Tensor& coeffs,   // [M, T, 4, D]
@@ -72,10 +70,9 @@ void spline_to_ctrl_cuda(const Tensor& coeffs,   // [M, T, 4, D]
                          double frames_per_step, std::string_view mode,
                          int64_t advance) {
   const FrameMode fm = check_spline_to_ctrl(coeffs, step, ctrl, act_ids, offsets,
-                                            frames_per_step, mode, advance,
-                                            /*check_values=*/false);
+                                            frames_per_step, mode, advance);
   const SplineFrames frames{dptr<double>(coeffs), coeffs.size(0), coeffs.size(1), coeffs.size(3)};
-  launch("spline_to_ctrl", frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
+  launch(frames, step, ctrl, act_ids, offsets, frames_per_step, fm, advance);
 }
 
 }  // namespace

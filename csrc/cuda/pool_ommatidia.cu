@@ -5,13 +5,12 @@
 #include "kernels/pool_ommatidia.cuh"
 #include "pool_ommatidia.h"
 
-
 namespace flycuda {
 namespace {
 
 void pool_ommatidia_cuda(FLYCUDA_POOL_OMMATIDIA_PARAMS) {
   // Check inputs (the map's values: the Python wrapper, once per tensor version).
-  const kernels::PoolPlan p = check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_ARGS, /*check_values=*/false);
+  const kernels::PoolPlan p = check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_ARGS);
   const torch::stable::accelerator::DeviceGuard guard(readouts.get_device_index());
   const cudaStream_t stream = cuda::stream_for_launch();
   if (p.threads() == 0) return;

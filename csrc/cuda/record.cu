@@ -5,16 +5,13 @@
 #include "cuda/launch.h"
 #include "kernels/record.cuh"
 
-
 namespace flycuda {
 namespace {
 
-// Launches record_kernel with a checked plan on the current stream; `name`,
-// `cols_name` and `bound_name` name the op, its index argument and the bound
-// for the messages (values: the Python wrappers check them once per tensor
-// version; the kernel skips out-of-range ones).
-void launch_record(const char* name, const char* cols_name, const char* bound_name, const Tensor& src,
-                   const Tensor& cols, Tensor& out, const Tensor& step,
+// Launches record_kernel with a checked plan on the current stream (the column
+// ids' values: the Python wrappers check them once per tensor version; the kernel
+// skips out-of-range ones).
+void launch_record(const Tensor& src, const Tensor& cols, Tensor& out, const Tensor& step,
                    const kernels::RecordPlan& p) {
   const torch::stable::accelerator::DeviceGuard guard(out.get_device_index());
   const cudaStream_t stream = cuda::stream_for_launch();
@@ -31,8 +28,8 @@ void record_qpos_cuda(const Tensor& qpos,  // [W, nq]
                       Tensor& history,     // [W, R, D]
                       const Tensor& step,  // [1] or [2]
                       int64_t every) {
-  const auto p = check_record_qpos(qpos, adrs, history, step, every, /*check_values=*/false);
-  launch_record("record_qpos", "adrs", "nq = qpos.size(1)", qpos, adrs, history, step, p);
+  const auto p = check_record_qpos(qpos, adrs, history, step, every);
+  launch_record(qpos, adrs, history, step, p);
 }
 
 void record_chunk_cuda(const Tensor& source,   // [W, N]
@@ -40,8 +37,8 @@ void record_chunk_cuda(const Tensor& source,   // [W, N]
                        Tensor& chunks,         // [B, W, C, D]
                        const Tensor& step,     // [1] or [2]
                        int64_t every) {
-  const auto p = check_record_chunk(source, columns, chunks, step, every, /*check_values=*/false);
-  launch_record("record_chunk", "columns", "N = source.size(1)", source, columns, chunks, step, p);
+  const auto p = check_record_chunk(source, columns, chunks, step, every);
+  launch_record(source, columns, chunks, step, p);
 }
 
 }  // namespace

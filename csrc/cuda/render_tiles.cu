@@ -8,7 +8,6 @@
 #include "common.h"
 #include "cuda/launch.h"
 
-
 namespace flycuda {
 namespace {
 
