@@ -61,18 +61,24 @@ def find_cuda_home() -> str | None:
     return None
 
 
-def toolkit_version(home: str | None) -> str | None:
-    """"13.0" of the CUDA toolkit at ``home`` (its nvcc's "release 13.0"), None when unknown."""
+def nvcc_version(nvcc: str | None) -> str | None:
+    """"13.0" of the nvcc at path ``nvcc`` (its "release 13.0"), None when unknown."""
     import re  # noqa: PLC0415  (lazy: setup.py runs this file before torch exists)
     import subprocess  # noqa: PLC0415
 
+    if not nvcc:
+        return None
     try:
-        out = subprocess.run([os.path.join(home or "", "bin", "nvcc"), "--version"], capture_output=True,
-                             text=True, timeout=60).stdout
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     m = re.search(r"release (\d+\.\d+)", out)
     return m.group(1) if m else None
+
+
+def toolkit_version(home: str | None) -> str | None:
+    """"13.0" of the CUDA toolkit at ``home``, None when unknown."""
+    return nvcc_version(os.path.join(home, "bin", "nvcc")) if home else None
 
 
 def with_newest_ptx(archs: str) -> str:

@@ -8,12 +8,10 @@ the CPU where there is none), 1 when a GPU is there that flycuda cannot use.
 
 from __future__ import annotations
 
-import subprocess
-
 import torch
 
 from .. import _ext
-from .._buildcfg import find_cuda_home
+from .._buildcfg import find_cuda_home, nvcc_version
 from .gpucheck import cuda_driver_version, find_nvcc
 
 __all__ = ["facts", "diagnose", "arch_coverage", "main"]
@@ -28,19 +26,6 @@ def _version_tuple(v) -> tuple[int, int] | None:
         return None
 
 
-def _nvcc_version(nvcc: str | None) -> str | None:
-    if not nvcc:
-        return None
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for word in out.replace(",", " ").split():
-        if word[:1].isdigit() and word.count(".") == 1:
-            return word  # "release 13.0, V13.0.88": the first "13.0"
-    return None
-
-
 def facts() -> dict:
     """What doctor judges, gathered from this process and machine."""
     info = _ext.build_info()
@@ -53,7 +38,7 @@ def facts() -> dict:
     nvcc = find_nvcc()
     return {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "driver_cuda": cuda_driver_version(),
             "built_cuda": info.get("cuda"), "built_torch": info.get("torch"), "torch_target": info.get("torch_target"),
-            "gpus": gpus, "toolkit": home, "nvcc": _nvcc_version(nvcc),
+            "gpus": gpus, "toolkit": home, "nvcc": nvcc_version(nvcc),
             "cuda_kernels": _ext.has_cuda_ops(), "archs": info.get("archs"), "build": info}
 
 

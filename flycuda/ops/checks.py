@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..errors import FlycudaError
 
-__all__ = ["check_same_device", "check_counter", "check_option"]
+__all__ = ["MODES", "check_same_device", "check_counter", "check_option", "check_frame_options"]
+
+MODES = ("clamp", "loop")  # how a frame position outside the recording maps back into it
 
 
 def check_same_device(op: str, ref_name: str, ref: torch.Tensor, **others) -> None:
@@ -31,3 +35,12 @@ def check_option(op: str, name: str, ok: bool, expected: str, got) -> None:
     stable ABI depends on the torch version (2.15 makes every one a RuntimeError)."""
     if not ok:
         raise FlycudaError(f"flycuda.{op}: argument '{name}' must be {expected}, got {got}")
+
+
+def check_frame_options(op: str, mode: str, frames_per_step: float, advance: int = 0) -> None:
+    """The scalar options of the ops that read a recording at a step (motion_to_ctrl,
+    spline_to_ctrl, motion_at): ``mode`` one of MODES, a finite ``frames_per_step``,
+    ``advance >= 0``."""
+    check_option(op, "mode", mode in MODES, "'clamp' or 'loop'", repr(mode))
+    check_option(op, "frames_per_step", math.isfinite(frames_per_step), "finite", frames_per_step)
+    check_option(op, "advance", advance >= 0, ">= 0", advance)

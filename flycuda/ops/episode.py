@@ -20,10 +20,8 @@ from typing import Sequence
 
 import torch
 
-from ..errors import FlycudaError
 from ._values import check_columns, check_index
-from .checks import check_option, check_same_device
-from .targets import MODES
+from .checks import check_frame_options, check_option, check_same_device
 
 __all__ = ["motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds", "action_map"]
 
@@ -53,9 +51,7 @@ def motion_at(frames: torch.Tensor, world_steps: torch.Tensor, out: torch.Tensor
         RuntimeError: a wrong dtype, shape, device or aliasing (``out`` untouched).
         ValueError: a bad ``mode`` or non-finite ``frames_per_step``.
     """
-    if mode not in MODES:
-        raise FlycudaError(f"flycuda.motion_at: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
-    check_option("motion_at", "frames_per_step", math.isfinite(frames_per_step), "finite", frames_per_step)
+    check_frame_options("motion_at", mode, frames_per_step)
     torch.ops.flycuda.motion_at.default(frames, world_steps, out, offsets, float(frames_per_step), mode)
 
 

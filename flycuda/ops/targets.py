@@ -3,17 +3,12 @@ counter, into the controls (:func:`motion_to_ctrl` linear, :func:`spline_to_ctrl
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from ..errors import FlycudaError
 from ._values import check_index
-from .checks import check_counter, check_option, check_same_device
+from .checks import MODES, check_counter, check_frame_options, check_same_device
 
 __all__ = ["MODES", "motion_to_ctrl", "spline_to_ctrl"]
-
-MODES = ("clamp", "loop")
 
 
 def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
@@ -65,18 +60,11 @@ def motion_to_ctrl(motion: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
     ``torch.ops.flycuda`` call on CUDA) are skipped by the kernel, never written
     out of bounds.
     """
-    if mode not in MODES:
-        raise FlycudaError(f"flycuda.motion_to_ctrl: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
-    _check_options("motion_to_ctrl", frames_per_step, advance)
+    check_frame_options("motion_to_ctrl", mode, frames_per_step, advance)
     if ctrl.dim() == 2:
         check_index("motion_to_ctrl", "act_ids", act_ids, ctrl.shape[1], "nu = ctrl.size(1)", unique=True, ref=ctrl)
     torch.ops.flycuda.motion_to_ctrl.default(motion, step, ctrl, act_ids, offsets,
                                              float(frames_per_step), mode, int(advance))
-
-
-def _check_options(op: str, frames_per_step: float, advance: int) -> None:
-    check_option(op, "frames_per_step", math.isfinite(frames_per_step), "finite", frames_per_step)
-    check_option(op, "advance", advance >= 0, ">= 0", advance)
 
 
 @torch.library.register_fake("flycuda::motion_to_ctrl")
@@ -121,9 +109,7 @@ def spline_to_ctrl(coeffs: torch.Tensor, step: torch.Tensor, ctrl: torch.Tensor,
             range/duplicated; ``ctrl`` and ``step`` are left untouched.
         ValueError: bad ``mode``, non-finite ``frames_per_step``, ``advance < 0``.
     """
-    if mode not in MODES:
-        raise FlycudaError(f"flycuda.spline_to_ctrl: argument 'mode' must be 'clamp' or 'loop', got {mode!r}")
-    _check_options("spline_to_ctrl", frames_per_step, advance)
+    check_frame_options("spline_to_ctrl", mode, frames_per_step, advance)
     if ctrl.dim() == 2:
         check_index("spline_to_ctrl", "act_ids", act_ids, ctrl.shape[1], "nu = ctrl.size(1)", unique=True, ref=ctrl)
     torch.ops.flycuda.spline_to_ctrl.default(coeffs, step, ctrl, act_ids, offsets,
