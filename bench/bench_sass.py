@@ -67,11 +67,14 @@ def kernels(so: str, arch: str) -> dict[str, dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--so", default=None, help="the extension (default: flycuda/_C for this Python)")
+    ap.add_argument("--so", default=None, help="the extension (default: flycuda/_C.abi3.so)")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--no-results", action="store_true", help="do not append to bench/RESULTS.md")
     args = ap.parse_args()
-    so = args.so or glob.glob(os.path.join(ROOT, "flycuda", f"_C.cpython-{sys.version_info[0]}{sys.version_info[1]}*.so"))[0]
+    built = sorted(glob.glob(os.path.join(ROOT, "flycuda", "_C*.so")))  # _C.abi3.so (the stable ABI)
+    if not (args.so or built):
+        sys.exit("bench_sass: no built extension under flycuda/ (bash run.sh build), or pass --so")
+    so = args.so or built[0]
     stats = kernels(so, args.arch)
     rows = [[f"`{k}`", s["instructions"], f"{16 * s['instructions'] / 1024:.1f}", s["FCHK"], s["MUFU.RCP"],
              s["MUFU.RSQ"], s["CALL"]] for k, s in stats.items()]

@@ -167,6 +167,50 @@ def _render(sim, cam, W, H, device="cpu", **kw):
     return tr
 
 
+def corrupt_scenes(scene):
+    """Scenes the host check refuses, for unchecked runs (check=False): (name, scene).
+    test_emu.py runs them on the emulated grid, test_render_packets.py through both CPU walks."""
+    from dataclasses import replace
+
+    from flycuda.render.scene import make_leaf
+
+    top = scene.top_links.clone()
+    inner = [(j, i) for j in range(len(top)) for i in range(2) if top[j, i] >= 0]
+    leaves = [(j, i) for j in range(len(top)) for i in range(2) if top[j, i] < 0]
+    top[inner[-1]] = 999                   # a link out of the tree
+    top[inner[0]] = 0                      # a link back (to the root itself)
+    top[leaves[0]] = make_leaf(99, 1)      # a leaf of a geom that does not exist
+    top[leaves[1]] = make_leaf(int(top[leaves[1]].bitwise_not()) >> 3, 2)  # a leaf of two geoms
+    unb = torch.cat([scene.unbounded, torch.tensor([-3, 50], dtype=torch.int32)])  # out-of-range entries
+    links = scene.bvh_links.clone()
+    N, T = len(links), scene.tris.shape[0]
+    mesh_inner = [(j, i) for j in range(N) for i in range(2) if links[j, i] >= 0]
+    mesh_leaves = [(j, i) for j in range(N) for i in range(2) if links[j, i] < 0]
+    for j, i in mesh_inner[1::7]:
+        links[j, i] = j if i == 0 else N + 100  # links back (a cycle) and past the end
+    for j, i in mesh_leaves[::5]:
+        links[j, i] = make_leaf(T - 2, 7)      # triangles past the end
+    info = scene.geom_info.clone()
+    mesh = int(torch.nonzero(info[:, 0] == 7)[0, 0])
+    info[mesh, 1] = N + 3                      # a mesh whose root is past the nodes
+    # A top level deeper than the stack: a chain of 45 nodes, each with the next node and a
+    # leaf of the mesh (both boxes alike: the leaf is pushed), the last with two mesh
+    # leaves. The pushes past kStack are dropped, and so is a mesh entry when the marker
+    # would not fit; the rays stay in bounds.
+    chain = [[j + 1, make_leaf(mesh, 1)] for j in range(44)] + [[make_leaf(mesh, 1)] * 2]
+    deep = torch.tensor(chain, dtype=torch.int32)
+    # The same past the kernels' shared-memory limits: 1,100 nodes, more than the refit
+    # holds in shared memory (256: its global-memory path) and than a block culls (1024).
+    long_chain = [[j + 1, make_leaf(mesh, 1)] for j in range(1099)] + [[make_leaf(mesh, 1)] * 2]
+    longer = torch.tensor(long_chain, dtype=torch.int32)
+    return [("top", replace(scene, top_links=top, unbounded=unb)), ("mesh-links", replace(scene, bvh_links=links)),
+            ("top-deeper-than-the-stack", replace(scene, top_links=deep)),
+            ("top-past-the-shared-limits", replace(scene, top_links=longer)),
+            ("mesh-root", replace(scene, geom_info=info)),
+            ("mesh-root-negative", replace(scene, geom_info=info.index_put((torch.tensor(mesh), torch.tensor(1)),
+                                                                           torch.tensor(-5, dtype=torch.int32))))]
+
+
 # --- motion_to_ctrl: the op tests' shapes and inputs (test_motion_to_ctrl.py, test_emu.py) ---
 
 M2C_SHAPES = [  # (W, M, T, D, nu)

@@ -157,7 +157,7 @@ FLYCUDA_HOST_DEVICE inline int32_t culled_nodes(const render::Scene& sc) {
 // rectangle r (one tile t) and pyramid f: the leaves against the pyramid.
 FLYCUDA_HOST_DEVICE inline void cull_leaf_nodes(const render::RenderArgs& a, const render::PixelRect& r,
                                                 const render::Frustum& f, int32_t j0, int32_t dj, uint8_t* vis) {
-  const float* top = a.v.top_boxes + static_cast<int64_t>(render::kBoxCols) * a.sc.ntop * (r.t0 / a.v.ncam);
+  const float* top = render::tile_top(a.sc, a.v, r.t0);
   const int32_t n = culled_nodes(a.sc);
   for (int32_t j = j0; j < n; j += dj) render::cull_leaves(a.sc, f, top, j, vis);
 }

@@ -36,7 +36,9 @@ class TileRenderer:
             images; a world's cameras sit side by side in one row.
         samples: n x n rays per pixel; shadows: shadow rays.
         groups: geom groups to show (MuJoCo Warp's default: 0, 1, 2).
-        timers: keep in-kernel stage timers (``self.timers``, see :meth:`stage_times`).
+        timers: keep in-kernel stage timers (``self.timers``, see :meth:`stage_times`). On
+            the CPU a timed render walks one ray at a time (the kernel's own code, which
+            counts nodes per ray) instead of the 4-ray packets: the same images, slower.
         pixels: int32 [P] pixel ids (``py * width + px``) to cast instead of every pixel
             (e.g. the raw pixels a retina reads, :mod:`flycuda.vision`): the outputs
             then hold P entries per image, [S(, C), P(, 3)]; no mosaic.
@@ -130,7 +132,7 @@ class TileRenderer:
         ``shade`` (summed over pixels), ``chunks`` (summed block totals), ``unit``
         ("cycles" on CUDA, "ns" on CPU), and the primary rays' work: ``nodes`` (BVH
         nodes visited) and ``triangles`` (tested), in total and ``per_ray``. Needs
-        ``timers=True``."""
+        ``timers=True`` (on the CPU: the scalar walk's times, not the packets')."""
         if self.timers is None:
             raise RenderError("stage_times needs TileRenderer(..., timers=True)")
         t = self.timers.sum(0).tolist()

@@ -43,11 +43,12 @@ struct Best {
   int32_t k, tri;
 };
 
-// Does a hit at t on geom k replace b? Nearer, or as near from a geom earlier in
-// the render list: exact ties resolve in render-list order whatever order the
-// traversal meets the geoms in.
-FLYCUDA_HOST_DEVICE FLYCUDA_HOT bool replaces(float t, int32_t k, const Best& b) {
-  return t < b.t || (t == b.t && k < b.k);
+// Does a hit at t on geom k (triangle tri, -1: a primitive) replace b? Nearer, or as
+// near from a geom earlier in the render list or an earlier triangle of the same
+// mesh: exact ties resolve in that order whatever order the traversal meets the
+// geoms and triangles in (the CPU twin's packets meet them in another order).
+FLYCUDA_HOST_DEVICE FLYCUDA_HOT bool replaces(float t, int32_t k, int32_t tri, const Best& b) {
+  return t < b.t || (t == b.t && (k < b.k || (k == b.k && tri < b.tri)));
 }
 
 // The two child boxes of a node (one row of kBoxCols floats: three float4 loads on the GPU).
@@ -131,7 +132,7 @@ FLYCUDA_HOST_DEVICE inline bool test_primitive(const Scene& sc, int32_t w, int32
   const float* P = sc.geom_param + kParamCols * k;
   const Hit h = hit_primitive(sc.geom_info[kInfoCols * k + kInfoType], ol, dl,
                               v3(P[kParamSize], P[kParamSize + 1], P[kParamSize + 2]));
-  if (!replaces(h.t, k, b)) return false;
+  if (!replaces(h.t, k, -1, b)) return false;
   b.t = h.t;
   b.k = k;
   b.tri = -1;
@@ -146,7 +147,7 @@ FLYCUDA_HOST_DEVICE inline bool test_triangles(const Scene& sc, int32_t link, in
   const int32_t first = leaf_first(link), end = first + leaf_count(link);
   for (int32_t i = first; i < end && i < sc.ntri; ++i) {
     const float t = hit_triangle(r.o, r.d, sc.tris + static_cast<int64_t>(kTriCols) * i);
-    if (replaces(t, k, b)) {
+    if (replaces(t, k, i, b)) {
       b.t = t;
       b.k = k;
       b.tri = i;

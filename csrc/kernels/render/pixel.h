@@ -158,14 +158,60 @@ FLYCUDA_HOST_DEVICE inline int64_t now() {
 #endif
 }
 
+// The world ray of sub-sample (sx, sy) of pixel (px, py) of tile t (world w): origin
+// o (the camera), unit direction d, and the planar depth per unit distance along it.
+FLYCUDA_HOST_DEVICE inline void primary_ray(const View& v, int32_t t, int32_t w, int32_t py, int32_t px, int32_t sx,
+                                            int32_t sy, V3& o, V3& d, float& planar) {
+  const int32_t c = t % v.ncam;
+  const float* cp = v.cam_pos + w * v.cp_s0 + c * v.cp_s1;
+  const V3 dc = camera_ray(px, py, sx, sy, v.samples, v.width, v.height, v.tan_half_fovy[c]);
+  d = matvec(v.cam_mat + w * v.cm_s0 + c * v.cm_s1, dc);
+  o = v3(cp[0], cp[1], cp[2]);
+  planar = -dc.z;
+}
+
+// What one sub-sample of pixel q of tile t (world w) makes of its trace b along the
+// world ray (o, d) (planar: depth per unit distance): depth and seg from the first
+// sub-sample (as MuJoCo Warp); returns its colour (the shaded hit or the background;
+// nothing without an rgb output). top: the world's refit top level (shadow rays).
+FLYCUDA_HOST_DEVICE inline V3 sample_colour(const Scene& sc, const View& v, int32_t t, int32_t w, int32_t q,
+                                            bool first, V3 o, V3 d, float planar, Best b, const float* top) {
+  if (b.k >= 0 && v.zfar > 0.f && b.t * planar > v.zfar) b.k = -1;  // beyond the far plane
+  if (first) {
+    const int64_t i = static_cast<int64_t>(t) * tile_pixels(v) + q;
+    if (v.depth) v.depth[i] = b.k >= 0 ? b.t * planar : 0.f;
+    if (v.seg) v.seg[i] = b.k >= 0 ? sc.geom_ids[b.k] : -1;
+  }
+  if (!v.rgb) return v3(0.f, 0.f, 0.f);
+  if (b.k < 0) return background(sc, d);
+  const float* cm = v.cam_mat + w * v.cm_s0 + (t % v.ncam) * v.cm_s1;
+  return shade(sc, w, top, o, d, b, v.shadows, cm);
+}
+
+// The pixel's colour, the sum acc of its n x n sub-samples' colours, into rgb (if any).
+FLYCUDA_HOST_DEVICE inline void write_rgb(const View& v, int32_t t, int32_t q, int32_t py, int32_t px, V3 acc) {
+  if (!v.rgb) return;
+  const float inv = fdiv(1.f, static_cast<float>(v.samples * v.samples));
+  uint8_t* dst = rgb_at(v, t, q, py, px);
+  dst[0] = to_u8(acc.x * inv);
+  dst[1] = to_u8(acc.y * inv);
+  dst[2] = to_u8(acc.z * inv);
+}
+
+// The world's refit top level (View::top_boxes) that tile t's rays walk.
+FLYCUDA_HOST_DEVICE inline const float* tile_top(const Scene& sc, const View& v, int32_t t) {
+  return v.top_boxes + static_cast<int64_t>(kBoxCols) * sc.ntop * (t / v.ncam);
+}
+
 // Everything one pixel (py, px) = list position or image pixel q of tile t (world w)
-// does: the kernel body of both impls. The pixel's cold state (where it is, its ray,
-// the colour so far) waits in local memory while a ray is traced, so that only the
-// sample counters stay in registers around the traversal (the register budget:
-// tests/test_ptxas.py). Timed: the time spent tracing and shading is added to
-// stage[0] and stage[1], the nodes and triangles of the primary rays to stage[2] and
-// stage[3] (a separate instantiation: the untimed kernel carries no timer state).
-// vis: the block's culling flags for the primary rays (cull.h), or null.
+// does: the kernel body of both impls (the CPU twin runs four pixels at once through
+// csrc/render_packet.h, with the same helpers). The pixel's cold state (where it is,
+// its ray, the colour so far) waits in local memory while a ray is traced, so that
+// only the sample counters stay in registers around the traversal (the register
+// budget: tests/test_ptxas.py). Timed: the time spent tracing and shading is added
+// to stage[0] and stage[1], the nodes and triangles of the primary rays to
+// stage[2] and stage[3] (a separate instantiation: the untimed kernel carries no
+// timer state). vis: the block's culling flags for the primary rays (cull.h), or null.
 template <bool Timed>
 FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int32_t t, int32_t w, int32_t q,
                                              int32_t py, int32_t px, int64_t* stage, const uint8_t* vis) {
@@ -175,30 +221,18 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
   const int32_t n = v.samples;
   for (int32_t sy = 0; sy < n; ++sy) {
     for (int32_t sx = 0; sx < n; ++sx) {
-      const int32_t c = at[0] % v.ncam, wc = at[1];
-      const float* cp = v.cam_pos + wc * v.cp_s0 + c * v.cp_s1;
-      const V3 dc = camera_ray(at[4], at[3], sx, sy, n, v.width, v.height, v.tan_half_fovy[c]);
-      const V3 d = matvec(v.cam_mat + wc * v.cm_s0 + c * v.cm_s1, dc);
-      ray[0] = cp[0]; ray[1] = cp[1]; ray[2] = cp[2]; ray[3] = d.x; ray[4] = d.y; ray[5] = d.z; ray[6] = -dc.z;
-      const float* top = v.top_boxes + static_cast<int64_t>(kBoxCols) * sc.ntop * (at[0] / v.ncam);
+      V3 o, d;
+      float planar;
+      primary_ray(v, at[0], at[1], at[3], at[4], sx, sy, o, d, planar);
+      ray[0] = o.x; ray[1] = o.y; ray[2] = o.z; ray[3] = d.x; ray[4] = d.y; ray[5] = d.z; ray[6] = planar;
+      const float* top = tile_top(sc, v, at[0]);
       const int64_t t0 = Timed ? now() : 0;
-      Best b = trace<false>(sc, wc, top, v3(ray[0], ray[1], ray[2]), d, kInf, Timed ? stage + 2 : nullptr, vis);
+      const Best b = trace<false>(sc, at[1], top, v3(ray[0], ray[1], ray[2]), d, kInf, Timed ? stage + 2 : nullptr,
+                                  vis);
       const int64_t t1 = Timed ? now() : 0;
-      if (b.k >= 0 && v.zfar > 0.f && b.t * ray[6] > v.zfar) b.k = -1;  // beyond the far plane
-      if (sx == 0 && sy == 0) {  // depth and seg from the first sub-sample (as MuJoCo Warp)
-        const int64_t i = static_cast<int64_t>(at[0]) * tile_pixels(v) + at[2];
-        if (v.depth) v.depth[i] = b.k >= 0 ? b.t * ray[6] : 0.f;
-        if (v.seg) v.seg[i] = b.k >= 0 ? sc.geom_ids[b.k] : -1;
-      }
-      if (v.rgb && b.k < 0) {
-        const V3 col = background(sc, v3(ray[3], ray[4], ray[5]));
-        acc[0] = acc[0] + col.x;
-        acc[1] = acc[1] + col.y;
-        acc[2] = acc[2] + col.z;
-      }
-      if (v.rgb && b.k >= 0) {
-        const float* cm = v.cam_mat + at[1] * v.cm_s0 + (at[0] % v.ncam) * v.cm_s1;
-        const V3 col = shade(sc, at[1], top, v3(ray[0], ray[1], ray[2]), v3(ray[3], ray[4], ray[5]), b, v.shadows, cm);
+      const V3 col = sample_colour(sc, v, at[0], at[1], at[2], sx == 0 && sy == 0, v3(ray[0], ray[1], ray[2]),
+                                   v3(ray[3], ray[4], ray[5]), ray[6], b, top);
+      if (v.rgb) {
         acc[0] = acc[0] + col.x;  // statements, not a comma list: C++20 deprecates using a volatile
         acc[1] = acc[1] + col.y;  // assignment's value (-Werror=volatile in the emulator's build)
         acc[2] = acc[2] + col.z;
@@ -209,12 +243,7 @@ FLYCUDA_HOST_DEVICE inline void render_pixel(const Scene& sc, const View& v, int
       }
     }
   }
-  if (!v.rgb) return;
-  const float inv = fdiv(1.f, static_cast<float>(n * n));
-  uint8_t* dst = rgb_at(v, at[0], at[2], at[3], at[4]);
-  dst[0] = to_u8(acc[0] * inv);
-  dst[1] = to_u8(acc[1] * inv);
-  dst[2] = to_u8(acc[2] * inv);
+  write_rgb(v, at[0], at[2], at[3], at[4], v3(acc[0], acc[1], acc[2]));
 }
 
 }  // namespace render

@@ -1,0 +1,140 @@
+"""The CPU twin's ray packets (csrc/render_packet.h): four pixels' rays walk the
+BVHs together, each lane with its own box tests, leaf tests and nearest hit, so the
+images must equal the scalar walk's bit for bit. The CPU op walks one ray at a time
+when it keeps timers (its per-ray node and triangle counts), so a render with and
+without timers compares the two walks. Scenes: meshes (both BVH levels, mesh frames
+entered and left), primitives, a pixel list whose packets straddle two tiles, partial
+blocks (odd sizes), sub-samples with shadow rays, a far plane, and with FlyGym the
+real NeuroMechFly and its eyes' pixel lists. The emulator lane (tests/test_emu.py)
+holds the GPU kernel's scalar walk equal to the same CPU op."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from common import _fly_sim, _prims_sim, corrupt_scenes
+
+import flycuda
+from flycuda.ops import launch_plan
+from flycuda.render import TileRenderer
+
+pytestmark = pytest.mark.needs_warp
+
+
+@pytest.fixture(scope="module")
+def scenes():
+    from flycuda.sim.hexapod import fly_mesh_model
+
+    return {"prims": (_prims_sim(3), "overview"), "fly": (_fly_sim(2, steps=20), "track"),
+            "fly_mesh": (_fly_sim(2, steps=20, model=fly_mesh_model(around=8)), "track")}
+
+
+def _both_walks(sim, cams, W, H, zfar=None, **kw):
+    """Renders (rgb, depth, seg) with the packets and with the scalar walk (timers on),
+    outputs poisoned differently before each; asserts them equal bit for bit and
+    returns the packets' renderer. zfar: a far plane in place of the model's."""
+    out = []
+    for timers, poison in ((False, 7), (True, 201)):
+        tr = TileRenderer(sim, cams, W, H, depth=True, seg=True, timers=timers, **kw)
+        if zfar is not None:
+            tr.scene = replace(tr.scene, zfar=zfar)
+        tr.rgb.fill_(poison), tr.depth.fill_(-poison), tr.seg.fill_(-poison)
+        tr.render()
+        out.append(tr)
+    packets, scalar = out
+    assert torch.equal(packets.seg, scalar.seg)
+    assert torch.equal(packets.depth, scalar.depth)
+    assert torch.equal(packets.rgb, scalar.rgb)
+    assert scalar.stage_times()["nodes"] > 0  # the scalar walk ran (and counted its nodes)
+    return packets
+
+
+@pytest.mark.parametrize("scene", ["prims", "fly", "fly_mesh"])
+@pytest.mark.parametrize("samples,shadows", [(1, False), (2, True)])
+def test_packets_equal_the_scalar_walk(scenes, scene, samples, shadows):
+    sim, cam = scenes[scene]
+    tr = _both_walks(sim, cam, 37, 23, samples=samples, shadows=shadows)  # partial blocks at both edges
+    assert len(torch.unique(tr.seg)) >= 3  # several geoms seen (not an empty sky)
+
+
+def test_packets_straddling_two_tiles_of_a_pixel_list(scenes):
+    """149 listed pixels: the packet of list entries 148..151 holds the last pixel of one
+    tile and the first three of the next; repeated and unsorted ids."""
+    sim, cam = scenes["fly_mesh"]
+    g = torch.Generator().manual_seed(3)
+    ids = torch.cat([torch.randint(0, 41 * 29, (146,), generator=g), torch.tensor([0, 0, 41 * 29 - 1])]).int()
+    _both_walks(sim, cam, 41, 29, pixels=ids)
+
+
+def test_packets_with_a_far_plane_and_selected_worlds(scenes):
+    sim, cam = scenes["fly_mesh"]
+    packets = _both_walks(sim, cam, 29, 17, zfar=0.2, worlds=[1, 1, 0])
+    assert torch.equal(packets.rgb[0], packets.rgb[1])  # a world selected twice renders the same twice
+    assert (packets.seg == -1).any() and (packets.seg >= 0).any()  # the far plane cuts the image
+
+
+@pytest.mark.needs_flygym
+def test_packets_on_neuromechfly_and_its_eyes():
+    from common import nmf_with_eyes
+
+    from flycuda.vision import Vision
+
+    sim, _, _ = nmf_with_eyes()
+    track = next(sim.mjm.camera(i).name for i in range(sim.mjm.ncam) if "track" in sim.mjm.camera(i).name)
+    tracked = _both_walks(sim, track, 48, 36, shadows=True)
+    assert len(torch.unique(tracked.seg)) >= 10  # the fly's meshes, not just the floor
+    eyes = Vision(sim, mode="fast", k=4)  # Z-ordered pixel lists, both eye cameras of each world
+    _both_walks(sim, eyes.cameras, eyes.renderer.width, eyes.renderer.height, groups=(0,), pixels=eyes.map.raw_pixels)
+
+
+def _op_both_walks(tr, scene=None, geom_xpos=None, geom_xmat=None) -> dict:
+    """render_tiles itself (check=False) on TileRenderer ``tr``'s poses and cameras,
+    with and without timers; asserts the packets' outputs equal the scalar walk's and
+    returns the packets' (rgb, depth, seg)."""
+    scene = tr.scene if scene is None else scene
+    S, C, H, Wd = tr.worlds.numel(), tr.cam_pos.shape[1], tr.height, tr.width
+    outs = []
+    for timed, poison in ((False, 7), (True, 201)):
+        out = {"rgb": torch.full((S, C, H, Wd, 3), poison, dtype=torch.uint8),
+               "depth": torch.full((S, C, H, Wd), -float(poison)), "seg": torch.full((S, C, H, Wd), -poison,
+                                                                                        dtype=torch.int32)}
+        timers = torch.zeros(launch_plan.render_blocks(S * C, H, Wd, 0), 5, dtype=torch.int64) if timed else None
+        flycuda.render_tiles(tr.geom_xpos if geom_xpos is None else geom_xpos,
+                             tr.geom_xmat if geom_xmat is None else geom_xmat, tr.cam_pos, tr.cam_mat, tr.worlds,
+                             scene, fovy=tr.fovy, height=H, width=Wd, shadows=True,
+                             top_boxes=torch.empty(S, scene.top_links.shape[0], 12), timers=timers, check=False,
+                             **out)
+        outs.append(out)
+    for key in ("rgb", "depth", "seg"):
+        assert torch.equal(outs[0][key], outs[1][key]), key
+    return outs[0]
+
+
+def test_packets_on_bvhs_the_host_check_refuses(scenes):
+    """Corrupted links, leaves of missing geoms, a top level deeper than the stack and
+    longer than the culling limit (tests/common.py corrupt_scenes), unchecked: where a
+    packet meets the scalar walk's limits (a full stack, kMaxVisits) it hands its rays
+    to the scalar walk, so even these images are the scalar walk's."""
+    sim, cam = scenes["prims"]
+    tr = TileRenderer(sim, cam, 13, 9)
+    for name, sc in corrupt_scenes(tr.scene):
+        out = _op_both_walks(tr, scene=sc)
+        assert (out["seg"] >= 0).any(), name
+
+
+def test_packets_with_nan_poses_and_rays_along_the_axes(scenes):
+    """A camera looking straight down (odd sizes: the middle row, column and pixel have
+    direction components of exactly 0, so reciprocals of +-inf and the parallel-slab
+    rule), and NaN in a mesh's position and another geom's orientation."""
+    sim, _ = scenes["fly_mesh"]
+    down = ((0.0, 0.0, 0.6), (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0), 70.0)
+    tr = TileRenderer(sim, down, 31, 21)
+    out = _op_both_walks(tr)
+    assert len(torch.unique(out["seg"])) >= 3
+    mesh = int(torch.nonzero(tr.scene.geom_info[:, 0] == 7)[0, 0])
+    gid, other = int(tr.scene.geom_ids[mesh]), int(tr.scene.geom_ids[-1])
+    xpos, xmat = tr.geom_xpos.clone(), tr.geom_xmat.clone()
+    xpos[:, gid] = float("nan")
+    xmat[:, other, 4] = float("nan")
+    poisoned = _op_both_walks(tr, geom_xpos=xpos, geom_xmat=xmat)
+    assert not torch.equal(poisoned["seg"], out["seg"])  # the NaN poses changed what is seen
