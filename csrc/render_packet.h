@@ -3,12 +3,15 @@
 // step, each thread with bvh.h's scalar trace). One node visit tests both child
 // boxes for the four rays at once (4-wide SIMD through GCC's vector extensions:
 // SSE on x86-64, NEON on aarch64) and takes one branch for the packet instead of
-// one per ray; a mesh leaf's triangles, the floor and the camera rays are 4-wide too.
+// one per ray; a mesh leaf's triangles, mesh entries, the floor and the camera rays
+// are 4-wide too (shading is lane by lane).
 // Each lane keeps its own mask, nearest hit and arithmetic: every 4-wide test is the
 // scalar test's operations in the scalar test's order (no FMA: -ffp-contract=off;
 // the scalar selects are minps/maxps), a lane enters a box only where its own box
-// test says so, and ties resolve in render-list order whatever order geoms are met
-// in. The images therefore equal the scalar walk's bit for bit:
+// test says so, and exact ties go to the earlier geom, then the earlier triangle,
+// whatever order a walk meets them in (bvh.h replaces). A packet that reaches the
+// scalar walk's limits (only on a BVH the host check refused) hands its rays to the
+// scalar walk. The images therefore equal the scalar walk's bit for bit:
 // tests/test_render_packets.py compares them with the CPU op's timed (scalar)
 // walk, and tests/test_emu.py with the GPU kernel's code on the emulated grid.
 #pragma once
@@ -37,7 +40,6 @@ namespace flycuda {
 namespace render {
 
 constexpr int kLanes = 4;
-constexpr uint32_t kAllLanes = (1u << kLanes) - 1;
 
 typedef float F4 __attribute__((vector_size(16)));
 typedef int32_t I4 __attribute__((vector_size(16)));
@@ -66,7 +68,9 @@ FLYCUDA_HOT F4 sqrt4(F4 a) {
   return F4{sqrtf(a[0]), sqrtf(a[1]), sqrtf(a[2]), sqrtf(a[3])};
 #endif
 }
-FLYCUDA_HOT F4 abs4(F4 a) { return reinterpret_cast<F4>(reinterpret_cast<I4>(a) & I4{INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX}); }
+FLYCUDA_HOT F4 abs4(F4 a) {  // the sign bit cleared, as fabsf
+  return reinterpret_cast<F4>(reinterpret_cast<I4>(a) & I4{INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX});
+}
 
 // Bit i set where lane i of the comparison mask m is true.
 inline uint32_t lane_bits(I4 m) {
