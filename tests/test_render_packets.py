@@ -14,8 +14,6 @@ import pytest
 import torch
 from common import _fly_sim, _prims_sim, corrupt_scenes
 
-import flycuda
-from flycuda.ops import launch_plan
 from flycuda.render import TileRenderer
 
 pytestmark = pytest.mark.needs_warp
@@ -29,15 +27,24 @@ def scenes():
             "fly_mesh": (_fly_sim(2, steps=20, model=fly_mesh_model(around=8)), "track")}
 
 
-def _both_walks(sim, cams, W, H, zfar=None, **kw):
+def _both_walks(sim, cams, W, H, zfar=None, scene=None, geom_xpos=None, geom_xmat=None, **kw):
     """Renders (rgb, depth, seg) with the packets and with the scalar walk (timers on),
     outputs poisoned differently before each; asserts them equal bit for bit and
-    returns the packets' renderer. zfar: a far plane in place of the model's."""
+    returns the packets' renderer. zfar: a far plane in place of the model's; scene,
+    geom_xpos, geom_xmat: in place of the renderer's, rendered unchecked (check=False,
+    as after a renderer's first, validating render), so that a scene the host check
+    refuses renders too."""
     out = []
     for timers, poison in ((False, 7), (True, 201)):
         tr = TileRenderer(sim, cams, W, H, depth=True, seg=True, timers=timers, **kw)
         if zfar is not None:
             tr.scene = replace(tr.scene, zfar=zfar)
+        if scene is not None or geom_xpos is not None or geom_xmat is not None:
+            tr.scene = tr.scene if scene is None else scene
+            tr.top_boxes = torch.empty(tr.worlds.numel(), tr.scene.top_links.shape[0], 12)
+            tr.geom_xpos = tr.geom_xpos if geom_xpos is None else geom_xpos
+            tr.geom_xmat = tr.geom_xmat if geom_xmat is None else geom_xmat
+            tr._validated = True
         tr.rgb.fill_(poison), tr.depth.fill_(-poison), tr.seg.fill_(-poison)
         tr.render()
         out.append(tr)
@@ -87,39 +94,15 @@ def test_packets_on_neuromechfly_and_its_eyes():
     _both_walks(sim, eyes.cameras, eyes.renderer.width, eyes.renderer.height, groups=(0,), pixels=eyes.map.raw_pixels)
 
 
-def _op_both_walks(tr, scene=None, geom_xpos=None, geom_xmat=None) -> dict:
-    """render_tiles itself (check=False) on TileRenderer ``tr``'s poses and cameras,
-    with and without timers; asserts the packets' outputs equal the scalar walk's and
-    returns the packets' (rgb, depth, seg)."""
-    scene = tr.scene if scene is None else scene
-    S, C, H, Wd = tr.worlds.numel(), tr.cam_pos.shape[1], tr.height, tr.width
-    outs = []
-    for timed, poison in ((False, 7), (True, 201)):
-        out = {"rgb": torch.full((S, C, H, Wd, 3), poison, dtype=torch.uint8),
-               "depth": torch.full((S, C, H, Wd), -float(poison)), "seg": torch.full((S, C, H, Wd), -poison,
-                                                                                        dtype=torch.int32)}
-        timers = torch.zeros(launch_plan.render_blocks(S * C, H, Wd, 0), 5, dtype=torch.int64) if timed else None
-        flycuda.render_tiles(tr.geom_xpos if geom_xpos is None else geom_xpos,
-                             tr.geom_xmat if geom_xmat is None else geom_xmat, tr.cam_pos, tr.cam_mat, tr.worlds,
-                             scene, fovy=tr.fovy, height=H, width=Wd, shadows=True,
-                             top_boxes=torch.empty(S, scene.top_links.shape[0], 12), timers=timers, check=False,
-                             **out)
-        outs.append(out)
-    for key in ("rgb", "depth", "seg"):
-        assert torch.equal(outs[0][key], outs[1][key]), key
-    return outs[0]
-
-
 def test_packets_on_bvhs_the_host_check_refuses(scenes):
     """Corrupted links, leaves of missing geoms, a top level deeper than the stack and
     longer than the culling limit (tests/common.py corrupt_scenes), unchecked: where a
     packet meets the scalar walk's limits (a full stack, kMaxVisits) it hands its rays
     to the scalar walk, so even these images are the scalar walk's."""
     sim, cam = scenes["prims"]
-    tr = TileRenderer(sim, cam, 13, 9)
-    for name, sc in corrupt_scenes(tr.scene):
-        out = _op_both_walks(tr, scene=sc)
-        assert (out["seg"] >= 0).any(), name
+    for name, sc in corrupt_scenes(TileRenderer(sim, cam, 13, 9).scene):
+        packets = _both_walks(sim, cam, 13, 9, scene=sc, shadows=True)
+        assert (packets.seg >= 0).any(), name
 
 
 def test_packets_with_nan_poses_and_rays_along_the_axes(scenes):
@@ -128,13 +111,12 @@ def test_packets_with_nan_poses_and_rays_along_the_axes(scenes):
     rule), and NaN in a mesh's position and another geom's orientation."""
     sim, _ = scenes["fly_mesh"]
     down = ((0.0, 0.0, 0.6), (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0), 70.0)
-    tr = TileRenderer(sim, down, 31, 21)
-    out = _op_both_walks(tr)
-    assert len(torch.unique(out["seg"])) >= 3
+    tr = _both_walks(sim, down, 31, 21, shadows=True)
+    assert len(torch.unique(tr.seg)) >= 3
     mesh = int(torch.nonzero(tr.scene.geom_info[:, 0] == 7)[0, 0])
     gid, other = int(tr.scene.geom_ids[mesh]), int(tr.scene.geom_ids[-1])
     xpos, xmat = tr.geom_xpos.clone(), tr.geom_xmat.clone()
     xpos[:, gid] = float("nan")
     xmat[:, other, 4] = float("nan")
-    poisoned = _op_both_walks(tr, geom_xpos=xpos, geom_xmat=xmat)
-    assert not torch.equal(poisoned["seg"], out["seg"])  # the NaN poses changed what is seen
+    poisoned = _both_walks(sim, down, 31, 21, geom_xpos=xpos, geom_xmat=xmat, shadows=True)
+    assert not torch.equal(poisoned.seg, tr.seg)  # the NaN poses changed what is seen
