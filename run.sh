@@ -11,7 +11,7 @@
 #   flygym  Python >= 3.12 with FlyGym 2.1 and its pins (mujoco/mujoco-warp 3.16):
 #           .venv-flygym, requirements-flygym.txt; the demo replays NeuroMechFly
 #           and FlyGym's Spotlight recording;
-#   latest  the newest mujoco-warp on any Python >= 3.10: .venv, requirements.txt;
+#   latest  the newest mujoco-warp on any Python >= 3.11: .venv, requirements.txt;
 #           the demo replays the built-in hexapod.
 # The lane is flygym when a Python >= 3.12 is found (python3.12, python3.13 on
 # PATH or under pyenv), latest otherwise; FLYCUDA_LANE=flygym|latest picks it.

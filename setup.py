@@ -1,11 +1,13 @@
 """Build flycuda's extension `flycuda._C`: one abi3 binary on PyTorch's stable ABI.
 
 The host code uses only torch/csrc/stable (targeting torch 2.10) and Python's
-limited API (3.10), so the one `_C.abi3.so` loads on every torch >= 2.10 and
-CPython >= 3.10; `python -m build --no-isolation` makes an sdist and an abi3 wheel.
+limited API (3.11), so the one `_C.abi3.so` loads on every torch >= 2.10 and
+CPython >= 3.11 (3.11: zarr 3, which recordings need, needs it); `python -m build --no-isolation` makes an sdist and an abi3 wheel.
 
 CUDA build (CUDAExtension over csrc/*.cpp + csrc/*.cu) when a CUDA toolkit is found
-(CUDA_HOME, or the toolkit of the nvcc on PATH), or when FLYCUDA_FORCE_CUDA=1;
+(CUDA_HOME, CUDA_PATH, the toolkit of the nvcc on PATH, /usr/local/cuda, /usr/local/cuda-*;
+against a CUDA build of torch the first of torch's own major CUDA version, or one line
+saying which to install), or when FLYCUDA_FORCE_CUDA=1;
 otherwise a CppExtension over csrc/*.cpp only, said in one line. The CUDA runtime
 is linked statically and no torch CUDA library is linked, so even a CUDA build
 loads on a CPU build of torch. No GPU is needed to build: the decision never asks
@@ -27,19 +29,24 @@ _spec = importlib.util.spec_from_file_location("_buildcfg", os.path.join(ROOT, "
 cfg = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cfg)
 
-CUDA_HOME = cfg.find_cuda_home()
+import torch  # noqa: E402
+
+FORCE_CPU = os.getenv("FLYCUDA_FORCE_CPU", "0") == "1"
+FORCE_CUDA = os.getenv("FLYCUDA_FORCE_CUDA", "0") == "1"
+# A toolkit of torch's own major CUDA (any one for a CPU torch): see cfg.choose_cuda_home.
+CUDA_HOME, NO_TOOLKIT = (None, None) if FORCE_CPU else cfg.choose_cuda_home(torch.version.cuda,
+                                                                            cfg.toolkit_candidates())
+if NO_TOOLKIT:
+    sys.exit("flycuda: " + NO_TOOLKIT)
 if CUDA_HOME:
     os.environ["CUDA_HOME"] = CUDA_HOME  # before torch.utils.cpp_extension reads it
 
-import torch  # noqa: E402
 from torch.utils.cpp_extension import (  # noqa: E402
     BuildExtension,
     CppExtension,
     CUDAExtension,
 )
 
-FORCE_CPU = os.getenv("FLYCUDA_FORCE_CPU", "0") == "1"
-FORCE_CUDA = os.getenv("FLYCUDA_FORCE_CUDA", "0") == "1"
 if FORCE_CPU and FORCE_CUDA:
     sys.exit("flycuda: FLYCUDA_FORCE_CPU=1 and FLYCUDA_FORCE_CUDA=1 contradict each other")
 if FORCE_CUDA and CUDA_HOME is None:
@@ -60,7 +67,8 @@ if WITH_CUDA and torch.utils.cpp_extension.CUDA_HOME is None:
 if WITH_CUDA:
     # Without a visible GPU torch would guess; pick the generations flycuda
     # targets. Either way the newest listed arch also gets PTX.
-    archs = os.getenv("TORCH_CUDA_ARCH_LIST") or (None if torch.cuda.is_available() else cfg.DEFAULT_ARCHS)
+    archs = os.getenv("TORCH_CUDA_ARCH_LIST") or (
+        None if torch.cuda.is_available() else cfg.default_archs(cfg.toolkit_version(CUDA_HOME)))
     if archs:
         os.environ["TORCH_CUDA_ARCH_LIST"] = cfg.with_newest_ptx(archs)
 

@@ -7,6 +7,10 @@ a loop's time beyond flycuda.env's physics (its step less its glue alone, the sa
 with no physics step); the glue's own row is that overhead.
 
     python bench/bench_env.py [--worlds 16 64] [--steps 20] [--rounds 3] [--device cpu] [--model hexapod]
+                              [--vision-only]
+
+With NeuroMechFly also the eyes' control step (fast:2) on the CUDA path's reset branch: its
+second render of every world (before issue 36) vs of the reset worlds only (now).
 
 Also device memory per world of the environment's buffers, for each observation set.
 Both loops run the "imitate" task on the built-in hexapod with the same decimation,
@@ -185,6 +189,42 @@ def memory_per_world(W: int, device: str, model: str = "hexapod") -> list[list]:
     return rows
 
 
+def vision_reset_rows(W: int, args) -> list[list]:
+    """A control step with the eyes (fast:2) on the CUDA path (the reset path every step, as a
+    graph runs it) on ``args.device``: the second observation redrawing every world's eyes
+    (before issue 36) against redrawing only the worlds that were reset (now), interleaved.
+    Episodes run on (no world ends), as in most steps of a long episode."""
+    env = fe.make("imitate", worlds=W, model=args.model, device=args.device, vision="fast:2",
+                  max_episode_steps=10**6, check_actions=False)
+    env._reset_every_step = True
+    obs, _ = env.reset(seed=0)
+    ref = env.obs_slice("reference")
+    masked = env._vision.update
+    full = lambda only=None: masked(None)  # noqa: E731  (every world's eyes, whatever was reset)
+
+    def step(update):
+        env._vision.update = update
+        env.step(obs[:, ref].clone())
+
+    none = torch.zeros(W, dtype=torch.bool, device=env.device)  # no world was reset
+    for upd in (full, masked):
+        step(upd)
+    cases = {"control step, every world (before)": lambda: step(full),
+             "control step, reset worlds only (now)": lambda: step(masked),
+             "the second render alone, every world (before)": lambda: masked(None),
+             "the second render alone, reset worlds only (now)": lambda: masked(none)}
+    times = {k: [] for k in cases}
+    for _ in range(args.rounds):
+        for k, fn in cases.items():
+            times[k].append(time_it(fn, args.steps, env.device))
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    rows = []
+    for k, t in med.items():
+        base = med[k.replace("reset worlds only (now)", "every world (before)")]
+        rows.append([args.model, W, env.decimation, k, f"{t * 1e3:.2f}", f"{base / t:.2f}x"])
+    return rows
+
+
 def _pair(W: int, args):
     """(flycuda.env, the baseline loop and its name) on two separate sets of worlds."""
     env = fe.make("imitate", worlds=W, model=args.model, device=args.device, max_episode_steps=50,
@@ -208,7 +248,22 @@ def main() -> None:
     ap.add_argument("--model", default="hexapod", help="hexapod, or neuromechfly (then the baseline is FlyGym's "
                                                      "own GPUSimulation API)")
     ap.add_argument("--no-results", action="store_true")
+    ap.add_argument("--vision-only", action="store_true", help="only the eyes' step table (NeuroMechFly)")
     args = ap.parse_args()
+    vision = None
+    if args.model != "hexapod":  # the hexapod has no eyes
+        vision = format_table(["model", "worlds", "n", "the reset path's second render of the eyes", "ms",
+                               "vs before"],
+                              [r for W in args.worlds for r in vision_reset_rows(W, args)])
+        print(vision)
+        print()
+        if args.vision_only:
+            if not args.no_results:
+                append_results("flycuda.env with the eyes: the reset path's second render, every world vs the "
+                               "reset worlds only (issue 36)", args.device, vision,
+                               f"imitate on {args.model}, vision fast:2, the reset path in every step (as on "
+                               f"CUDA), {args.steps} control steps x {args.rounds} interleaved rounds, median")
+            return
     rows = []
     for W in args.worlds:
         env, hand, base = _pair(W, args)
@@ -245,7 +300,8 @@ def main() -> None:
     print(mem)
     if not args.no_results:
         append_results("flycuda.env vs the same task written the FlyGym way, and its glue alone (issue 28)",
-                       args.device, table + "\n\nMemory of the environment's own buffers:\n\n" + mem,
+                       args.device, table + "\n\nMemory of the environment's own buffers:\n\n" + mem
+                       + ("\n\nThe eyes' step, the reset path's second render:\n\n" + vision if vision else ""),
                        f"imitate on {args.model}, {args.steps} control steps x {args.rounds} interleaved rounds, "
                        "median; n = physics steps per control step")
 

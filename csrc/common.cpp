@@ -89,7 +89,7 @@ bool may_share_memory(const Tensor& a, const Tensor& b) {
 }
 
 void check_index_values(const char* op, const char* name, const Tensor& ids,
-                        int64_t bound, const char* bound_name, bool unique) {
+                        int64_t bound, const char* bound_name, bool unique, int64_t skip) {
   const char* kOpName = op;
   // Read the (small) index vector on the host: in place when it is already a
   // contiguous CPU tensor, else through one copy.
@@ -100,8 +100,10 @@ void check_index_values(const char* op, const char* name, const Tensor& ids,
     const index_t* p = host.const_data_ptr<index_t>();
     for (int64_t i = 0; i < n; ++i) {
       const int64_t v = static_cast<int64_t>(p[i]);
+      if (v == skip) continue;
       FLYCUDA_CHECK(v >= 0 && v < bound, "argument '", name, "' must hold indices in [0, ",
-                    bound, ") (", bound_name, " = ", bound, "), got ", name, "[", i,
+                    bound, ") (", bound_name, " = ", bound, ")",
+                    skip == INT64_MAX ? std::string() : " or " + std::to_string(skip), ", got ", name, "[", i,
                     "] = ", v);
       if (unique) {
         FLYCUDA_CHECK(first_seen[v] < 0, "argument '", name,

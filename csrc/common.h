@@ -25,6 +25,13 @@
 #include <string_view>
 #include <vector>
 
+// torch 2.10's stable headers (the oldest this builds against) name the shim's error check
+// TORCH_ERROR_CODE_CHECK; 2.11+ add STABLE_TORCH_ERROR_CODE_CHECK, which also carries the
+// shim's own message. Either way the same check.
+#ifndef STABLE_TORCH_ERROR_CODE_CHECK
+#define STABLE_TORCH_ERROR_CODE_CHECK(call) TORCH_ERROR_CODE_CHECK(call)
+#endif
+
 namespace flycuda {
 
 using Tensor = torch::stable::Tensor;
@@ -179,8 +186,10 @@ inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // index tensors once per tensor version (flycuda/ops/_values.py), and every
 // kernel skips out-of-range entries, so a bad index from a direct torch.ops call
 // is never a memory error.
+// `skip`: one value outside [0, bound) that the op also accepts (render_tiles' worlds: -1,
+// an image skipped); none by default (INT64_MAX, never a valid index).
 void check_index_values(const char* op, const char* name, const Tensor& ids,
-                        int64_t bound, const char* bound_name, bool unique);
+                        int64_t bound, const char* bound_name, bool unique, int64_t skip = INT64_MAX);
 
 // Do this op's C++ checks read its index values? Where `out` (the op's output) lives
 // on the CPU, yes; on CUDA the Python wrappers do, once per tensor version.

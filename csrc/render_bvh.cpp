@@ -85,7 +85,8 @@ int64_t check_top_level(const Tensor& param, const Tensor& top, const Tensor& un
 
 void check_render_values(const Tensor& geom_xpos, const Tensor& worlds, const TensorList& scene,
                          const Tensor& pixels, int64_t height, int64_t width) {
-  check_index_values(kOpName, "worlds", worlds, geom_xpos.size(0), "W = geom_xpos.size(0)", false);
+  check_index_values(kOpName, "worlds", worlds, geom_xpos.size(0), "W = geom_xpos.size(0)", false,
+                     render::kSkipImage);
   check_index_values(kOpName, "scene.geom_ids", scene[kGeomIds], geom_xpos.size(1), "G = geom_xpos.size(1)", false);
   if (pixels.numel()) check_index_values(kOpName, "pixels", pixels, height * width, "height * width", false);
   const Tensor ids = host(scene[kGeomIds]), info = host(scene[kGeomInfo]), links = host(scene[kBvhLinks]);

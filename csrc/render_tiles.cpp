@@ -20,6 +20,7 @@ void refit_top_cpu(const render::RenderArgs& a) {
   torch::stable::parallel_for(0, a.v.nsel, /*grain_size=*/16, [&](int64_t begin, int64_t end) {
     for (int64_t s = begin; s < end; ++s) {
       const int64_t w = a.v.worlds[s];
+      if (w == render::kSkipImage) continue;  // as the kernel: a skipped image's row is not read
       const int64_t world = (w >= 0 && w < a.sc.nworld) ? w : -1;
       float* boxes = a.v.top_boxes + static_cast<int64_t>(render::kBoxCols) * a.sc.ntop * s;
       for (int32_t j = 0; j < a.sc.ntop; ++j) render::refit_leaves(a.sc, world, j, boxes);
@@ -55,7 +56,10 @@ void run_quad(const render::RenderArgs& a, const kernels::RenderPlan& plan, int6
   uint32_t lanes = 0;
   int32_t tile = -1, world = -1;
   for (int i = 0; i < render::kLanes; ++i) {
-    if (!kernels::block_pixel(plan, a.v, block, thread0 + i, t[i], q[i], py[i], px[i])) continue;
+    if (!kernels::block_pixel(plan, a.v, block, thread0 + i, t[i], q[i], py[i], px[i]) ||
+        render::tile_skipped(a.v, t[i])) {
+      continue;
+    }
     const int32_t w = render::tile_world(a.v, t[i], a.sc.nworld);
     if (w < 0) {
       render::clear_pixel(a.v, t[i], q[i], py[i], px[i]);
@@ -98,6 +102,7 @@ void render_tiles_cpu(FLYCUDA_RENDER_TILES_PARAMS) {
   torch::stable::parallel_for(0, plan.blocks, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
     uint8_t vis[2 * render::kCullNodes];
     for (int64_t block = begin; block < end; ++block) {
+      if (!tim && kernels::block_skipped(plan, a.v, block)) continue;  // as the untimed kernel
       int64_t stage[4] = {0, 0, 0, 0};
       const int64_t start = tim ? render::now() : 0;
       const uint8_t* cull = block_cull(a, plan, block, vis);

@@ -6,20 +6,35 @@ imports nothing from flycuda and nothing beyond the standard library.
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shutil
 
 # A100, RTX 30xx/A40, RTX 40xx/L40, H100/H200, B200/GB200 (and B300: sm_103 runs
 # sm_100 code), RTX 50xx/RTX PRO (and sm_121); +PTX of the newest so that newer
 # GPUs JIT-compile it instead of failing with "no kernel image".
 DEFAULT_ARCHS = "8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+# CUDA before 12.8 knows no Blackwell: up to Hopper, whose PTX the driver compiles for newer GPUs.
+DEFAULT_ARCHS_BEFORE_12_8 = "8.0;8.6;8.9;9.0+PTX"
+
+
+def default_archs(toolkit: str | None) -> str:
+    """The archs flycuda builds for with the CUDA toolkit of version ``toolkit`` ("12.4")
+    when no GPU is visible and TORCH_CUDA_ARCH_LIST is unset."""
+    try:
+        major, minor = (int(x) for x in str(toolkit).split(".")[:2])
+    except ValueError:
+        return DEFAULT_ARCHS
+    return DEFAULT_ARCHS if (major, minor) >= (12, 8) else DEFAULT_ARCHS_BEFORE_12_8
 
 # PyTorch's stable ABI: the host code uses only torch/csrc/stable and
 # torch/headeronly, up to what torch 2.10 has (version.h's encoding: major << 56 |
-# minor << 48), and Python's limited API from 3.10, so one binary (an abi3 wheel)
-# loads on every torch >= 2.10 and every CPython >= 3.10.
+# minor << 48), and Python's limited API from 3.11, so one binary (an abi3 wheel)
+# loads on every torch >= 2.10 and every CPython >= 3.11 (the oldest that flycuda's
+# dependencies install on: zarr 3, the recordings' store, needs 3.11).
 TORCH_TARGET = (2, 10)
-PYTHON_TARGET = (3, 10)
+PYTHON_TARGET = (3, 11)
 ABI_FLAGS = [f"-DTORCH_TARGET_VERSION=0x{TORCH_TARGET[0]:02x}{TORCH_TARGET[1]:02x}000000000000",
              f"-DPy_LIMITED_API=0x{PYTHON_TARGET[0]:02X}{PYTHON_TARGET[1]:02X}0000"]  # torch's own spelling
 
@@ -47,24 +62,57 @@ def cuda_version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
-def find_cuda_home() -> str | None:
-    """CUDA_HOME (or CUDA_PATH) from the environment, else the toolkit that holds nvcc,
-    else /usr/local/cuda; None when none has cuda_runtime.h."""
-    cands = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
-    nvcc = shutil.which("nvcc")
+def toolkit_candidates(env=os.environ) -> list[str]:
+    """Where a CUDA toolkit may be, in order: CUDA_HOME, CUDA_PATH, the toolkit holding the
+    nvcc on PATH, /usr/local/cuda, then /usr/local/cuda-X.Y newest first."""
+    cands = [env.get("CUDA_HOME"), env.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc", path=env.get("PATH"))
     if nvcc:
         cands.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
     cands.append("/usr/local/cuda")
-    for cand in cands:
-        if cand and os.path.isfile(os.path.join(cand, "include", "cuda_runtime.h")):
-            return cand
-    return None
+    versioned = glob.glob("/usr/local/cuda-*")
+    cands += sorted(versioned, key=lambda p: [int(x) for x in re.findall(r"\d+", os.path.basename(p))], reverse=True)
+    out = []
+    for c in cands:
+        if c and os.path.isfile(os.path.join(c, "include", "cuda_runtime.h")) and c not in out:
+            out.append(c)
+    return out
+
+
+def choose_cuda_home(torch_cuda: str | None, candidates: list[str], version=None) -> tuple[str | None, str | None]:
+    """(the toolkit to build with, None) or (None, why none fits, in one line).
+
+    A CPU build of torch takes the first toolkit found (the kernels then need a driver for
+    its CUDA). A CUDA build of torch takes the first whose major CUDA version is torch's:
+    kernels built with CUDA 13 would not run on the CUDA 12 drivers that torch's cu12 build
+    serves, and torch's own build check refuses a toolkit of another major. ``version``:
+    the toolkit's version at a path (default :func:`toolkit_version`; tests stand it in)."""
+    version = version or toolkit_version
+    if not candidates:
+        return None, None
+    if torch_cuda is None:
+        return candidates[0], None
+    major = torch_cuda.split(".")[0]
+    found = [(c, version(c)) for c in candidates]
+    for c, v in found:
+        if v and v.split(".")[0] == major:
+            return c, None
+    seen = ", ".join(f"{v or '?'} at {c}" for c, v in found)
+    return None, (f"torch is built for CUDA {torch_cuda} but the CUDA toolkits found are {seen}: install a CUDA "
+                  f"{major}.x toolkit and set CUDA_HOME to it (in a checkout, `bash .ci/cuda12-toolkit` composes "
+                  "CUDA 12.4 from PyPI's and Debian's packages), or build the CPU ops only with FLYCUDA_FORCE_CPU=1")
+
+
+def find_cuda_home() -> str | None:
+    """The first toolkit of :func:`toolkit_candidates` (CUDA_HOME first), None when none
+    has cuda_runtime.h. (setup.py chooses with :func:`choose_cuda_home`, knowing torch's CUDA.)"""
+    cands = toolkit_candidates()
+    return cands[0] if cands else None
 
 
 def nvcc_version(nvcc: str | None) -> str | None:
     """"13.0" of the nvcc at path ``nvcc`` (its "release 13.0"), None when unknown."""
-    import re  # noqa: PLC0415  (lazy: setup.py runs this file before torch exists)
-    import subprocess  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415  (lazy: only where nvcc is asked)
 
     if not nvcc:
         return None
@@ -115,12 +163,12 @@ def build_matches(info: dict, env) -> bool:
     return not archs or not info.get("with_cuda") or info.get("archs") == with_newest_ptx(archs)
 
 
-if __name__ == "__main__":  # run.sh: `--matches` exits 1 when a rebuild is due; .ci/wheel: `--default-archs`
+if __name__ == "__main__":  # run.sh: `--matches` exits 1 when a rebuild is due; .ci/wheel: `--default-archs [12.4]`
     import json
     import sys
 
-    if sys.argv[1:] == ["--default-archs"]:
-        print(DEFAULT_ARCHS)
+    if sys.argv[1:2] == ["--default-archs"]:  # [TOOLKIT_VERSION]
+        print(default_archs(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_ARCHS)
         sys.exit(0)
     try:
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), build_info_name())) as f:

@@ -2,6 +2,7 @@
 device, and the build that decides whether CUDA can be picked at all."""
 
 import contextlib
+import functools
 import json
 import os
 
@@ -109,6 +110,34 @@ def test_newest_arch_gets_ptx():
     assert _buildcfg.with_newest_ptx("9.0a;10.0") == "9.0a;10.0+PTX"
     assert _buildcfg.with_newest_ptx("8.0;9.0+PTX") == "8.0;9.0+PTX"
     assert _buildcfg.DEFAULT_ARCHS.endswith("+PTX")
+    assert _buildcfg.default_archs("12.4") == "8.0;8.6;8.9;9.0+PTX"  # no Blackwell before CUDA 12.8
+    assert _buildcfg.default_archs("12.8") == _buildcfg.default_archs("13.0") == _buildcfg.DEFAULT_ARCHS
+
+
+def test_the_toolkit_matches_torchs_major_cuda():
+    """setup.py builds with a toolkit of torch's own major CUDA (torch's build check refuses
+    another, and kernels of CUDA 13 would not run on the drivers a cu12 torch serves); a CPU
+    torch takes the first found; none that fits is said in one line naming what was found."""
+    versions = {"/opt/cuda-13": "13.0", "/opt/cuda-12": "12.4", "/opt/odd": None}
+    choose = functools.partial(_buildcfg.choose_cuda_home, version=versions.get)
+    assert choose("12.8", ["/opt/cuda-13", "/opt/cuda-12"]) == ("/opt/cuda-12", None)
+    assert choose("13.0", ["/opt/cuda-13", "/opt/cuda-12"]) == ("/opt/cuda-13", None)
+    assert choose(None, ["/opt/cuda-13", "/opt/cuda-12"]) == ("/opt/cuda-13", None)
+    assert choose("12.8", []) == (None, None)
+    home, why = choose("12.8", ["/opt/cuda-13", "/opt/odd"])
+    assert home is None and "\n" not in why
+    assert why.startswith("torch is built for CUDA 12.8 but the CUDA toolkits found are 13.0 at /opt/cuda-13, ? at "
+                          "/opt/odd: install a CUDA 12.x toolkit and set CUDA_HOME to it")
+
+
+def test_toolkit_candidates_put_cuda_home_first(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name / "include").mkdir(parents=True)
+        (tmp_path / name / "include" / "cuda_runtime.h").write_text("")
+    env = {"CUDA_HOME": str(tmp_path / "b"), "CUDA_PATH": str(tmp_path / "a"), "PATH": ""}
+    cands = _buildcfg.toolkit_candidates(env)
+    assert cands[:2] == [str(tmp_path / "b"), str(tmp_path / "a")]
+    assert str(tmp_path / "missing") not in _buildcfg.toolkit_candidates({"CUDA_HOME": str(tmp_path / "missing")})
 
 
 def test_no_fma_contraction_anywhere():

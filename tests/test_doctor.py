@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flycuda.cli.doctor import arch_coverage, diagnose
+from flycuda.cli.doctor import diagnose
+from flycuda.driver import arch_coverage
 
 H100 = {"name": "NVIDIA H100", "capability": (9, 0)}
 B200 = {"name": "NVIDIA B200", "capability": (10, 0)}
@@ -80,8 +81,17 @@ def test_kernels_built_for_a_newer_cuda_than_the_driver():
     toolkit it was built with, whatever CUDA torch was built for."""
     problems, ok, _ = _problems(_facts(torch_cuda="12.8", driver_cuda="12.8", built_cuda="13.0"))
     assert not ok and len(problems) == 1
-    assert "flycuda's kernels are built with CUDA 13.0 but the driver supports CUDA 12.8" in problems[0]
-    assert "update the NVIDIA driver" in problems[0] and "CUDA <= 12.8 toolkit" in problems[0]
+    assert "flycuda's kernels are built with CUDA 13.0; the NVIDIA driver supports CUDA 12.8" in problems[0]
+    assert "update the driver (a driver for CUDA >= 13.0, R580+)" in problems[0] and "CUDA 12.x" in problems[0]
+
+
+def test_cuda12_kernels_run_on_an_older_cuda12_driver():
+    """CUDA's minor-version compatibility: 12.4 kernels (the wheel's) on a 12.2 driver run
+    as SASS; a GPU that needs their PTX (a B200: no sm_100 SASS) needs a 12.4 driver."""
+    problems, ok, _ = _problems(_facts(torch_cuda="12.1", driver_cuda="12.2", built_cuda="12.4"))
+    assert ok and not problems
+    problems, ok, _ = _problems(_facts(torch_cuda="12.1", driver_cuda="12.2", built_cuda="12.4", gpus=[B200]))
+    assert not ok and "runs flycuda's PTX, built with CUDA 12.4" in problems[0] and "CUDA 12.2" in problems[0]
 
 
 def test_the_extension_line_names_the_stable_abi():

@@ -738,6 +738,32 @@ def test_a_counter_without_hidden_words_is_not_fused():
 
 @pytest.mark.needs_warp
 @pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_render_tiles_skipped_images(sanitizer):
+    """worlds[s] = -1 skips image s: every camera's outputs and its top-level boxes keep
+    what they held (the poison the case was given), the others render as the CPU op does,
+    with a pixel list (the eyes' partial re-render: blocks spanning skipped and rendered
+    tiles, and blocks of skipped tiles only, which return before culling) and without."""
+    from flycuda.render import TileRenderer
+
+    sim = _prims_sim(3)
+    tr = TileRenderer(sim, _cameras(sim, "two"), 10, 7, worlds=[1, 0, 2], rgb=True, depth=True, seg=True)
+    worlds = torch.tensor([-1, 0, -1], dtype=torch.int32)
+    pixels = torch.randperm(70, generator=torch.Generator().manual_seed(3)).to(torch.int32)  # every pixel, shuffled
+    specs = [_spec(tr, worlds=worlds), _spec(tr, worlds=worlds, pixels=pixels[:6]),
+             _spec(tr, worlds=worlds, pixels=pixels)]  # 420 entries: blocks 0 and 3 are skipped images' only
+    cases = [_render_case(sp) for sp in specs]
+    emu.run(cases, sanitizer)
+    for sp, case in zip(specs, cases):
+        cpu = _cpu_render(sp)
+        for name in ("rgb", "depth", "seg", "top_boxes"):
+            given = torch.from_numpy(case.arrays[name])
+            assert torch.equal(case.out[name][[0, 2]], given[[0, 2]]), name  # skipped: untouched
+            assert torch.equal(case.out[name][1], cpu[name][1]), name        # rendered: the CPU op's bits
+        assert (cpu["seg"][1] >= 0).any()
+
+
+@pytest.mark.needs_warp
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
 def test_render_tiles_bad_world_id(sanitizer):
     """A world id outside [0, W) that escaped the host check (capture, check=False):
     its images are blank and its top-level boxes empty, with no access out of bounds;

@@ -5,6 +5,7 @@ worlds that ended; seeds reproduce; every observation column is the Data it name
 gymnasium's vector API; bad input raises before anything is stepped."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -168,7 +169,7 @@ def test_gymnasium_vector_api():
     (lambda: fe.make("walk", worlds=2, vision="blurry"), "vision must be None, 'exact' or 'fast:K'"),
     (lambda: fe.make("walk", worlds=2, control_dt=0.0007), "control_dt must be a whole multiple"),
     (lambda: fe.make("imitate", worlds=2, sigma=-1), "sigma must be > 0"),
-    (lambda: fe.make("walk", worlds=2, flavour=3), "unexpected keyword argument 'flavour'"),
+    (lambda: fe.make("walk", worlds=2, flavour=3), "task 'walk' has no option 'flavour'; its options are: "),
     (lambda: fe.make("walk", worlds=2, device="cpu", graph=True), "graph=True needs a CUDA device"),
 ])
 def test_bad_settings_say_what_is_valid(bad, match):
@@ -239,6 +240,7 @@ def test_cli_policy_from_a_file(tmp_path, capsys):
     (("walk", "--policy", "reference"), "--policy reference needs the task's reference observation"),
     (("walk", "--policy", "nonsense.txt"), "--policy must be random, reference or an existing PATH.py"),
     (("walk", "--render", "x.mp4"), "--render draws the stored run: add --record"),
+    (("walk", "--record", "out.npz"), "--record writes a zarr store (a folder), not a .npz file: name it OUT.zarr"),
 ])
 def test_cli_errors_speak_in_options(tmp_path, capsys, args, match):
     assert _cli(tmp_path, *args, "--worlds", "2", "--duration", "0.005") == 2
@@ -381,3 +383,84 @@ def test_actions_with_autograd_history_are_taken_as_values():
     for _ in range(2):
         env.step(w * 1.0)  # a policy's output, part of its graph
     assert not env.actions.requires_grad and env.actions.grad_fn is None
+
+
+def test_a_failed_capture_returns_the_step_and_goes_on_eagerly(monkeypatch):
+    """The capture follows the first (eager) step: when it fails, that step's results are
+    returned (a caller's retry must not step twice), a warning says so once, and later steps
+    run eagerly without capturing again."""
+    env = fe.make("walk", worlds=2, device="cpu")
+    twin = fe.make("walk", worlds=2, device="cpu")
+    for e in (env, twin):
+        e.reset(seed=3)
+    calls = []
+
+    def failing_capture():
+        calls.append(1)
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    env._use_graph = True  # as on CUDA
+    monkeypatch.setattr(env, "_capture", failing_capture)
+    actions = torch.randn(2, 42) * 0.1
+    with pytest.warns(RuntimeWarning, match="capture of the control step failed.*later steps run eagerly"):
+        obs, rew, *_ = env.step(actions)
+    want, want_rew, *_ = twin.step(actions)
+    assert torch.equal(obs, want) and torch.equal(rew, want_rew) and int(env.world_steps[0]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env.step(actions)
+    assert calls == [1] and int(env.world_steps[0]) == 2
+
+
+@pytest.mark.needs_flygym
+def test_eyes_after_a_partial_reset_equal_a_full_render():
+    """After a step in which one world ended, the eyes redraw only the reset world (the
+    others have not moved since the step's own render): the observation equals a full
+    render of every world's state."""
+    from flycuda import flygym as fg
+    from flycuda.vision import Vision
+
+    setup = fg.Setup("neuromechfly", 3, device="cpu", vision=True)
+    env = fe.make("imitate", sim=setup.sim, act_ids=setup.act_ids, motion=fg.spotlight(setup.fly),
+                  model="neuromechfly", control_dt=2e-4, vision="fast:2", observe=("joints", "vision"))
+    obs, _ = env.reset(seed=1)
+    calls = []
+    update = env._vision.update
+    env._vision.update = lambda only=None: calls.append(None if only is None else only.tolist()) or update(only)
+    env.sim.view("overflow")[1] = 1  # world 1 ends in this step (as a MuJoCo Warp overflow would end it)
+    obs, _, term, trunc, _ = env.step(torch.zeros(3, 42))
+    assert (term | trunc).tolist() == [False, True, False] and calls == [None, [False, True, False]]
+    env.sim.kinematics()
+    want = Vision(env.sim, mode="fast", k=2).update().reshape(3, -1)
+    assert torch.equal(obs[:, env.obs_slice("vision")], want)
+
+
+def test_walk_energy_reads_the_applied_targets_and_nonfinite_actions_end_their_world():
+    """The energy term costs the targets the step applied (clamped to the ranges): an action of
+    1e6 costs what the range's end costs. With check_actions=False a non-finite action is applied
+    as the range's low end and ends its world (info["nonfinite_action"]); the reward stays finite."""
+    env = fe.make("walk", worlds=3, device="cpu", check_actions=False, c_fall=0.0)
+    twin = fe.make("walk", worlds=3, device="cpu", check_actions=False, c_fall=0.0)
+    lo, hi = (x.clone() for x in env.layout.ctrl_range)
+    for e in (env, twin):
+        e.reset(seed=2)
+    huge = torch.zeros(3, 42)
+    huge[0] = 1e6
+    huge[1, 5] = float("nan")
+    huge[2, 7] = float("-inf")
+    at_ends = huge.clone()
+    at_ends[0] = hi
+    at_ends[1, 5] = lo[5]
+    at_ends[2, 7] = lo[7]
+    _, rew, term, _, info = env.step(huge)
+    _, want, *_ = twin.step(at_ends)
+    assert torch.isfinite(rew).all() and rew.abs().max() < 10
+    assert torch.equal(rew, want)
+    assert info["nonfinite_action"].tolist() == [False, True, True] and term.tolist() == [False, True, True]
+
+
+def test_observe_takes_one_group_by_name_and_task_options_are_named():
+    env = fe.make("walk", worlds=2, device="cpu", observe="joints")
+    assert env.obs.shape == (2, 42) and env.observes("joints")
+    with pytest.raises(EnvError, match=r"task 'walk' has no option 'nosie'; its options are: .*noise"):
+        fe.make("walk", worlds=2, device="cpu", nosie=0.1)

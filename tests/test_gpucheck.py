@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from flycuda.cli import gpucheck
+from flycuda.driver import driver_cuda
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
@@ -174,9 +175,9 @@ def test_true_runtime_and_driver_versions():
     rt = gpucheck.cuda_runtime_version()
     assert rt.startswith("unknown") or re.match(r"\d+\.\d+ \(libcudart", rt), rt
     assert gpucheck.cuda_runtime_version("/no/such/libcudart.so").startswith("unknown")
-    drv = gpucheck.cuda_driver_version()
+    drv = driver_cuda()
     assert re.match(r"\d+\.\d+$", drv) or drv.startswith("unknown"), drv
-    assert "not loadable" in gpucheck.cuda_driver_version("/no/such/libcuda.so.1")
+    assert "not loadable" in driver_cuda("/no/such/libcuda.so.1")
 
 
 def test_main_from_an_installed_package(tmp_path, monkeypatch, capsys):

@@ -2,7 +2,7 @@
 flycuda's modules points down the stack, no module imports itself round a cycle, and
 no module imports another module's private names (as gsplat's import-layer test).
 
-    errors, _buildcfg  <-  _ext, profile  <-  ops, reference, dev  <-  sim, recording
+    errors, _buildcfg  <-  _ext, profile  <-  ops, reference, dev, driver  <-  sim, recording
         <-  render  <-  vision  <-  replay  <-  env  <-  cli
 
 sim and recording sit side by side; of them only sim.flygym (FlyGym's recordings) may import
@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "flycuda")
 
 # the stage of each top-level name under flycuda (a subpackage or a module), low to high
-RANKS = {"errors": 0, "_buildcfg": 0, "_C": 0, "_ext": 1, "profile": 1, "ops": 2, "reference": 2, "dev": 2,
+RANKS = {"errors": 0, "_buildcfg": 0, "_C": 0, "_ext": 1, "profile": 1, "ops": 2, "reference": 2, "dev": 2, "driver": 2,
          "sim": 3, "recording": 3, "flygym": 3, "render": 4, "vision": 5, "replay": 6, "env": 7, "cli": 8,
          "__main__": 9}
 # imports between two stages of the same rank that are allowed (importer prefix -> imported stage)

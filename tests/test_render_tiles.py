@@ -313,6 +313,44 @@ def test_unchecked_bad_world_renders_blank_not_out_of_bounds(prims):
     assert torch.equal(rgb[0], tr.rgb[1]) and torch.equal(seg[0], tr.seg[1])
 
 
+@pytest.mark.parametrize("device", cpu_and_cuda())
+def test_a_skipped_image_keeps_its_outputs(prims, device):
+    """worlds[s] = -1 skips image s (its outputs and top-level boxes are left as they were:
+    a partial re-render); the host check accepts -1 and still refuses other ids outside [0, W)."""
+    from flycuda.render import TileRenderer
+
+    sim, cam = prims
+    if device != "cpu":
+        pytest.skip("the prims fixture's worlds are on the CPU")
+    tr = TileRenderer(sim, cam, 12, 9, rgb=True, depth=True, seg=True)
+    tr.render()
+    a = _op_args(tr)
+    worlds = torch.tensor([-1, 1, -1, 0], dtype=torch.int32)
+    rgb = torch.randint(0, 256, (4, 9, 12, 3), dtype=torch.uint8)
+    depth, seg = torch.full((4, 9, 12), -3.0), torch.full((4, 9, 12), -5, dtype=torch.int32)
+    wb = torch.full((4, tr.scene.top_links.shape[0], 12), 9.0)
+    given = [t.clone() for t in (rgb, depth, seg, wb)]
+    args = (a.pop("geom_xpos"), a.pop("geom_xmat"), a.pop("cam_pos"), a.pop("cam_mat"))
+    flycuda.render_tiles(*args, worlds, tr.scene, fovy=tr.fovy, height=9, width=12, rgb=rgb, depth=depth, seg=seg,
+                         top_boxes=wb)
+    for out, before in zip((rgb, depth, seg, wb), given):
+        assert torch.equal(out[[0, 2]], before[[0, 2]])
+    for s, w in ((1, 1), (3, 0)):
+        assert torch.equal(rgb[s], tr.rgb[w]) and torch.equal(depth[s], tr.depth[w]) and torch.equal(seg[s], tr.seg[w])
+    with pytest.raises(Exception, match=r"worlds.*\[0, 2\).* or -1, got worlds\[1\] = -2"):
+        flycuda.render_tiles(*args, torch.tensor([0, -2], dtype=torch.int32), tr.scene, fovy=tr.fovy, height=9,
+                             width=12, rgb=rgb[:2])
+    assert torch.equal(rgb[:2], torch.stack([given[0][0], tr.rgb[1]]))  # refused: nothing written
+    # a pixel list (as the eyes render): blocks of skipped images only are skipped whole
+    pix = torch.tensor([0, 13, 50, 107, 3, 99, 64], dtype=torch.int32)
+    out = torch.randint(0, 256, (4, 7, 3), dtype=torch.uint8)
+    before = out.clone()
+    flycuda.render_tiles(*args, worlds, tr.scene, fovy=tr.fovy, height=9, width=12, rgb=out, pixels=pix)
+    assert torch.equal(out[[0, 2]], before[[0, 2]])
+    flat = tr.rgb.reshape(2, -1, 3)[:, pix.long()]
+    assert torch.equal(out[1], flat[1]) and torch.equal(out[3], flat[0])
+
+
 def test_tile_renderer_validates_after_a_render_outside_capture(prims, monkeypatch):
     """A first render captured into a CUDA graph skips the index check (no host copies
     in capture), so it must not mark the scene as validated."""

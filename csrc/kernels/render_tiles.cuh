@@ -100,13 +100,31 @@ FLYCUDA_HOST_DEVICE inline bool block_pixel(const RenderPlan& p, const render::V
   return px < v.width && py < v.height;
 }
 
+// Are all of block `block`'s pixels skipped images' (worlds[s] = -1)? Then the untimed
+// kernel returns before culling: an eyes' re-render of the reset worlds only costs the other
+// blocks nothing but their launch. From the block index alone, so uniform over the block
+// (its threads return together, before any barrier). A pixel-list block may span tiles: all
+// of them must be skipped.
+FLYCUDA_HOST_DEVICE inline bool block_skipped(const RenderPlan& p, const render::View& v, int64_t block) {
+  if (v.npix > 0) {
+    const int64_t first = block * kRenderThreads / v.npix;
+    int64_t last = ((block + 1) * kRenderThreads - 1) / v.npix;
+    last = last < p.tiles - 1 ? last : p.tiles - 1;
+    for (int64_t t = first; t <= last; ++t) {
+      if (!render::tile_skipped(v, static_cast<int32_t>(t))) return false;
+    }
+    return first <= last;
+  }
+  return render::tile_skipped(v, image_block(p, block).t);
+}
+
 // One thread's pixel: rendered, or cleared where no world is shown. vis: the
 // block's culling flags (render/cull.h), or null.
 template <bool Timed>
 FLYCUDA_HOST_DEVICE inline void run_pixel(const render::RenderArgs& a, const RenderPlan& p, int64_t block,
                                           int thread, int64_t* stage, const uint8_t* vis) {
   int32_t t, q, py, px;
-  if (!block_pixel(p, a.v, block, thread, t, q, py, px)) return;
+  if (!block_pixel(p, a.v, block, thread, t, q, py, px) || render::tile_skipped(a.v, t)) return;
   const int32_t w = render::tile_world(a.v, t, a.sc.nworld);
   if (w < 0) {
     render::clear_pixel(a.v, t, q, py, px);
@@ -195,6 +213,7 @@ static __global__ void refit_top_kernel(render::RenderArgs a) {
   FLYCUDA_SHARED(int32_t, height, kRefitSharedNodes + 1);  // + the largest height
   const int32_t s = blockIdx.x;
   const int32_t w = s < a.v.nsel ? a.v.worlds[s] : -1;
+  if (w == render::kSkipImage) return;  // a skipped image: its row is not read (the whole block returns)
   const int32_t world = (w >= 0 && w < a.sc.nworld) ? w : -1;
   float* boxes = a.v.top_boxes + static_cast<int64_t>(render::kBoxCols) * a.sc.ntop * s;
   const int32_t n = a.sc.ntop;
@@ -261,6 +280,7 @@ static __device__ const uint8_t* block_cull(const render::RenderArgs& a, const R
 static __global__ void render_tiles_kernel(render::RenderArgs a, RenderPlan p) {
   FLYCUDA_SHARED(uint8_t, vis, 2 * render::kCullNodes);
   FLYCUDA_SHARED(int32_t, red, 6 * kRenderThreads);
+  if (block_skipped(p, a.v, blockIdx.x)) return;  // block-uniform, before block_cull's barriers
   const uint8_t* cull = block_cull(a, p, vis, red);
   run_pixel<false>(a, p, blockIdx.x, threadIdx.x, nullptr, cull);
 }

@@ -12,18 +12,11 @@ import torch
 
 from .. import _ext
 from .._buildcfg import find_cuda_home, nvcc_version
-from .gpucheck import cuda_driver_version, find_nvcc
+from ..driver import arch_coverage, arch_problem, driver_cuda, kernel_support
+from ..driver import version_tuple as _version_tuple
+from .gpucheck import find_nvcc
 
-__all__ = ["facts", "diagnose", "arch_coverage", "main"]
-
-
-def _version_tuple(v) -> tuple[int, int] | None:
-    """(major, minor) of "12.8" or "12.8 (libcudart.so)"; None when unknown."""
-    try:
-        major, minor = str(v).split()[0].split(".")[:2]
-        return int(major), int(minor)
-    except (ValueError, IndexError):
-        return None
+__all__ = ["facts", "diagnose", "main"]
 
 
 def facts() -> dict:
@@ -36,33 +29,10 @@ def facts() -> dict:
             gpus.append({"name": p.name, "capability": (p.major, p.minor)})
     home = find_cuda_home()
     nvcc = find_nvcc()
-    return {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "driver_cuda": cuda_driver_version(),
+    return {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "driver_cuda": driver_cuda(),
             "built_cuda": info.get("cuda"), "built_torch": info.get("torch"), "torch_target": info.get("torch_target"),
             "gpus": gpus, "toolkit": home, "nvcc": nvcc_version(nvcc),
             "cuda_kernels": _ext.has_cuda_ops(), "archs": info.get("archs"), "build": info}
-
-
-def arch_coverage(capability: tuple[int, int], archs: str | None) -> str | None:
-    """How the extension's archs run on a GPU of ``capability`` ("SASS 9.0", "PTX 9.0,
-    compiled by the driver on first use"), or None when they cannot. SASS runs on its own
-    major version at an equal or higher minor; PTX on any equal or newer GPU."""
-    if not archs:
-        return None
-    best_sass = best_ptx = None
-    for a in archs.replace(",", ";").split(";"):
-        a = a.strip()
-        v = _version_tuple(a.replace("+PTX", ""))
-        if v is None:
-            continue
-        if v[0] == capability[0] and v[1] <= capability[1]:
-            best_sass = max(best_sass or v, v)
-        if a.endswith("+PTX") and v <= capability:
-            best_ptx = max(best_ptx or v, v)
-    if best_sass:
-        return f"SASS {best_sass[0]}.{best_sass[1]}"
-    if best_ptx:
-        return f"PTX {best_ptx[0]}.{best_ptx[1]}, compiled by the driver on first use (slow once)"
-    return None
 
 
 def diagnose(f: dict) -> tuple[list[str], bool]:
@@ -87,22 +57,19 @@ def diagnose(f: dict) -> tuple[list[str], bool]:
         else:
             problems.append("the driver is there but torch sees no GPU (CUDA_VISIBLE_DEVICES? a container "
                             "without the GPU?); check nvidia-smi")
-    built = _version_tuple(f.get("built_cuda")) if f["cuda_kernels"] else None
-    if f["gpus"] and built and driver and built > driver:
-        problems.append(f"flycuda's kernels are built with CUDA {f['built_cuda']} but the driver supports CUDA "
-                        f"{f['driver_cuda']}: update the NVIDIA driver (for CUDA >= {f['built_cuda']}) or rebuild "
-                        f"flycuda with a CUDA <= {f['driver_cuda']} toolkit (CUDA_HOME=... pip install "
-                        "--no-build-isolation -e .)")
+    for g in f["gpus"] if f["cuda_kernels"] else []:  # one judge with the device choice (flycuda.driver)
+        how = arch_coverage(g["capability"], f["archs"]) or ""
+        why = kernel_support(f["driver_cuda"], f.get("built_cuda"), ptx=how.startswith("PTX"))
+        if why and why not in problems:
+            problems.append(why)
     if f["gpus"] and not f["cuda_kernels"]:
         problems.append("flycuda._C was built without its CUDA kernels (no toolkit at build time, or "
                         "FLYCUDA_FORCE_CPU=1): rebuild with a CUDA toolkit, e.g. CUDA_HOME=/usr/local/cuda "
                         "pip install --no-build-isolation -e .")
     for g in f["gpus"] if f["cuda_kernels"] else []:
         how = arch_coverage(g["capability"], f["archs"])
-        cap = "%d.%d" % g["capability"]
         if how is None:
-            problems.append(f"{g['name']} is sm_{cap.replace('.', '')}, which flycuda's kernels ({f['archs']}) do "
-                            f"not cover: rebuild with TORCH_CUDA_ARCH_LIST={cap} (or {cap}+PTX)")
+            problems.append(arch_problem(g["capability"], f["archs"], g["name"]))
         else:
             lines.append(f"{g['name']:<14} runs flycuda's kernels as {how}")
     if f["gpus"] and f["cuda_kernels"] and not problems:

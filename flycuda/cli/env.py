@@ -90,7 +90,8 @@ def _recorder(env, args, steps: int):
     every = max(1, round(1.0 / (VIDEO_FPS * env.control_dt)))
     own = [Observable("obs", "env", env.obs, _ids(len(env.obs_names), env), list(env.obs_names), 1),
            Observable("action", "env", env.actions, _ids(env.actions.shape[1], env), list(env.layout.names), 1),
-           Observable("reward", "env", env.rewards.view(W, 1), _ids(1, env), ["reward"], 1)]
+           Observable("reward", "env", env.rewards.view(W, 1), _ids(1, env), ["reward"], 1),
+           Observable("episode", "env", env.status, _ids(3, env), ["terminated", "truncated", "overflow"], 1)]
     if env._vision is not None:  # the eyes at the video's rate: flycuda render draws them under each world
         own.append(readouts_observable(env._vision, every, f"vision:{args.vision}"))
     qpos = resolve(env.sim, [f"qpos@{every}"], timestep=env.control_dt)[0]
@@ -112,6 +113,10 @@ def run_env(args) -> int:
     """``flycuda env TASK ...``."""
     if args.render and not args.record:
         raise EnvError("--render draws the stored run: add --record OUT.zarr")
+    suffix = os.path.splitext(args.record.rstrip("/"))[1] if args.record else ""
+    if suffix and suffix != ".zarr":
+        raise EnvError(f"--record writes a zarr store (a folder), not a {suffix} file: name it OUT.zarr, got "
+                       f"{args.record}")
     defaults = TASK_DEFAULTS.get(args.task, {})
     if args.model is None:
         args.model = defaults.get("model", "hexapod")
@@ -124,7 +129,7 @@ def run_env(args) -> int:
     obs, _ = env.reset(seed=args.seed)
     rec = _recorder(env, args, steps) if args.record else None
     total = torch.zeros((), dtype=torch.float64, device=env.device)
-    ended = torch.zeros(2, dtype=torch.int64, device=env.device)
+    ended = torch.zeros(3, dtype=torch.int64, device=env.device)
     bar = tqdm(total=steps, unit="step", desc=f"{args.task} x {env.num_envs} worlds", leave=False,
                disable=args.no_progress)
     t0 = t_first = time.perf_counter()
@@ -134,10 +139,11 @@ def run_env(args) -> int:
                 if env.device.type == "cuda":
                     torch.cuda.synchronize(env.device)
                 t0 = time.perf_counter()
-            obs, rew, term, trunc, _ = env.step(policy(obs))
+            obs, rew, term, trunc, info = env.step(policy(obs))
             total += rew.sum(dtype=torch.float64)
             ended[0] += term.sum()
             ended[1] += trunc.sum()
+            ended[2] += info["_overflow"].sum()
             if rec is not None:
                 rec.step()
             bar.update(1)
@@ -157,7 +163,7 @@ def run_env(args) -> int:
                    control_dt=env.control_dt, control_steps=steps, first_step_s=first,
                    env_steps_per_s=env.num_envs * max(steps - 1, 1) / wall,
                    mean_reward=float(total) / (env.num_envs * steps), terminations=int(ended[0]),
-                   truncations=int(ended[1]), wall_s=wall)
+                   truncations=int(ended[1]), overflows=int(ended[2]), wall_s=wall)
     _report(figures, args)
     if args.render:
         res = render_recording(args.record, args.render, progress=not args.no_progress, device=args.device)
@@ -172,6 +178,10 @@ def _report(f: dict, args) -> None:
           f"first step: {f['first_step_s']:.1f} s with Warp's JIT)")
     print(f"  mean reward    {f['mean_reward']:.4f} per world and step")
     print(f"  episodes ended {f['terminations']} terminated, {f['truncations']} truncated")
+    if f["overflows"]:
+        print(f"  overflow       {f['overflows']} of the truncations: MuJoCo Warp dropped constraint rows or "
+              "contacts in that episode (the store's episode/overflow column holds its bits: flycuda.sim.mjwarp."
+              "OVERFLOW_BITS); raise njmax/nconmax")
     if args.record:
         print(f"  wrote          {args.record}")
     if args.json:

@@ -47,6 +47,7 @@ import torch
 import flycuda
 
 from .._buildcfg import cuda_version, find_cuda_home
+from ..driver import driver_cuda
 
 HERE = os.path.dirname(os.path.abspath(__file__))   # flycuda/cli
 ROOT = os.path.dirname(os.path.dirname(HERE))       # the checkout (when run from one)
@@ -107,7 +108,7 @@ def environment() -> dict:
         env["gpu"] = f"{props.name} (sm_{props.major}{props.minor}, {props.total_memory / 2**30:.0f} GiB)"
         env["gpus"] = torch.cuda.device_count()
     env["cuda_runtime"] = cuda_runtime_version()
-    env["cuda_driver"] = cuda_driver_version()
+    env["cuda_driver"] = driver_cuda()
     env["driver"] = _nvidia_smi("driver_version")
     for mod in ("warp", "mujoco", "mujoco_warp"):
         try:
@@ -149,17 +150,6 @@ def cuda_runtime_version(lib: str | None = None) -> str:
         if rt.cudaRuntimeGetVersion(ctypes.byref(v)) == 0 and v.value > 0:
             return f"{cuda_version(v.value)} ({os.path.basename(cand)})"
     return "unknown (no libcudart could be loaded)"
-
-
-def cuda_driver_version(lib: str = "libcuda.so.1") -> str:
-    """The CUDA version the installed driver supports (cuDriverGetVersion)."""
-    try:
-        drv = ctypes.CDLL(lib)
-    except OSError:
-        return f"unknown ({lib} not loadable: no NVIDIA driver)"
-    v = ctypes.c_int(0)
-    err = drv.cuDriverGetVersion(ctypes.byref(v))
-    return cuda_version(v.value) if err == 0 else f"unknown (cuDriverGetVersion error {err})"
 
 
 def _nvidia_smi(field: str) -> str:

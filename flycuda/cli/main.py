@@ -189,10 +189,10 @@ OPTIONS = {name: "--" + name.replace("_", "-") for name in (
 
 def in_options(message: str) -> str:
     """An error of replay()'s in the command line's words: ``steps_per_graph=4`` is
-    ``--steps-per-graph 4``, a setting's name is its option (one word only where it starts
-    the message, the way the checks name what is wrong)."""
+    ``--steps-per-graph 4`` (``device='cpu'`` is ``--device cpu``), a setting's name is its
+    option (one word only where it starts the message, the way the checks name what is wrong)."""
     for name, opt in OPTIONS.items():
-        message = re.sub(rf"\b{name}=(\S+)", rf"{opt} \1", message)
+        message = re.sub(rf"\b{name}=(['\"]?)([^\s'\",;)]+)\1", rf"{opt} \2", message)
         if "_" in name:
             message = re.sub(rf"(?<![\w-]){name}\b", opt, message)
         elif message.startswith(f"{name} "):

@@ -17,6 +17,8 @@ CUDA graph on a GPU. Tasks: :mod:`flycuda.env.tasks`.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from ..errors import EnvError
@@ -101,7 +103,21 @@ def _task(task, options) -> Task:
         return task
     if task not in TASKS:
         raise EnvError(f"unknown task {task!r}; the tasks are: {', '.join(TASKS)}")
-    try:
-        return TASKS[task](**options)
-    except TypeError as e:
-        raise EnvError(f"task {task!r}: {e}") from None
+    cls = TASKS[task]
+    known = _options_of(cls)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise EnvError(f"task {task!r} has no option {', '.join(map(repr, unknown))}; its options are: "
+                       f"{', '.join(sorted(known))}")
+    return cls(**options)
+
+
+def _options_of(cls) -> set[str]:
+    """The keyword options a task class takes (its own and its bases')."""
+    names = set()
+    for c in cls.__mro__:
+        init = c.__dict__.get("__init__")
+        if init is not None:
+            names |= {p.name for p in inspect.signature(init).parameters.values()
+                      if p.kind == p.KEYWORD_ONLY}
+    return names

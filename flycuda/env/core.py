@@ -16,6 +16,7 @@ refilled in place by the next call: ``clone()`` what you keep.
 from __future__ import annotations
 
 import math
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -24,8 +25,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from .. import ops
-from ..errors import EnvError, VisionError
+from ..errors import CaptureAllocationError, CaptureError, EnvError, VisionError
 from ..sim import streams
+from ..sim.mjwarp import DROPPED_BITS
 from .layout import SOURCES, FlyLayout, columns_of
 
 __all__ = ["FlyVecEnv"]
@@ -39,7 +41,12 @@ class FlyVecEnv(VectorEnv):
     ``AutoresetMode.SAME_STEP``: a world whose episode ended in a step is reset inside it;
     the step returns its new episode's first observation, and ``info["final_obs"]`` [W, O]
     holds the last observation of every world's episode in the rows ``info["_final_obs"]``
-    marks. ``obs_names`` names every observation column.
+    marks. ``info["overflow"]`` [W] int32 holds MuJoCo Warp's overflow bits of each world's episode
+    so far (:data:`flycuda.sim.mjwarp.OVERFLOW_BITS`): a step that had to drop constraint rows or
+    contacts (:data:`~flycuda.sim.mjwarp.DROPPED_BITS`, marked in ``info["_overflow"]``) ends its
+    world as truncated, since its state is no longer MuJoCo's (nor a terminal state of the task). ``info["nonfinite_action"]`` [W] bool marks the worlds given a
+    non-finite action (let through by ``check_actions=False``), which end too.
+    ``obs_names`` names every observation column.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
@@ -56,6 +63,7 @@ class FlyVecEnv(VectorEnv):
         W, A, dev = self.num_envs, len(names), self.device
         self._vision = self._make_vision(vision)
         self._buffers(W, A, dev, motion, interp)
+        observe = (observe,) if isinstance(observe, str) else observe  # one group by its name
         groups = tuple(observe) if observe is not None else task.observe + (("vision",) if vision else ())
         if "vision" in groups and self._vision is None:
             raise EnvError("observation 'vision' needs vision='exact' or 'fast:K' (and a fly with eyes)")
@@ -73,6 +81,9 @@ class FlyVecEnv(VectorEnv):
         if graph and dev.type != "cuda":
             raise EnvError(f"graph=True needs a CUDA device; the worlds are on {dev}")
         self._graph, self._use_graph = None, (dev.type == "cuda") if graph is None else bool(graph)
+        # A CUDA graph cannot branch on the host: there the reset path runs in every step (the
+        # CPU skips it when no world ended). bench_env sets it on the CPU to time the CUDA path.
+        self._reset_every_step = dev.type == "cuda"
         self._wp_streams: dict = {}
         self._steps_run = 0
 
@@ -97,6 +108,17 @@ class FlyVecEnv(VectorEnv):
         self.actions = torch.zeros(W, A, device=dev)
         self.rewards = torch.zeros(W, device=dev)
         self.terminated, self.truncated, self.done = (torch.zeros(W, dtype=torch.bool, device=dev) for _ in range(3))
+        # MuJoCo Warp's overflow bits of the step (Sim.view("overflow")): a world whose step had to
+        # drop constraint rows or contacts (DROPPED_BITS) ends, truncated, and says so in info["overflow"].
+        self.overflow = torch.zeros(W, dtype=torch.int32, device=dev)
+        self.overflowed = torch.zeros(W, dtype=torch.bool, device=dev)
+        self._dropped = torch.zeros(W, dtype=torch.int32, device=dev)
+        # worlds given a non-finite action (check_actions=False lets it through: scatter_actions
+        # applies the range's low end): ended, info["nonfinite_action"]
+        self.nonfinite_action = torch.zeros(W, dtype=torch.bool, device=dev)
+        self._act_tmp, self._act_bad = torch.zeros(W, A, device=dev), torch.zeros(W, A, dtype=torch.bool, device=dev)
+        # [W, 3] float32 for a store: terminated, truncated, overflow bits (flycuda env --record)
+        self.status = torch.zeros(W, 3, device=dev)
         self._any = torch.zeros((), dtype=torch.bool, device=dev)
         self.world_steps = torch.zeros(W, dtype=torch.int64, device=dev)
         self.episodes = torch.zeros(W, dtype=torch.int64, device=dev)
@@ -142,8 +164,9 @@ class FlyVecEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, W)
 
     # -- the device step -----------------------------------------------------------------------
-    def _observe(self) -> None:
-        """Reference, phase, eyes, then every observation column (all worlds)."""
+    def _observe(self, reset: torch.Tensor | None = None) -> None:
+        """Reference, phase, eyes, then every observation column (all worlds). ``reset``: bool
+        [W], after a reset: the eyes redraw only those worlds (the others have not moved)."""
         if self.frames is not None:
             ops.motion_at(self.frames, self.world_steps, self.reference, offsets=self.offsets,
                           frames_per_step=self.frames_per_step, mode=self.frame_mode)
@@ -153,7 +176,7 @@ class FlyVecEnv(VectorEnv):
             self.phase[:, 0].copy_(p.div_(T))
         if self._vision is not None:
             self.sim.kinematics()
-            self._vision.update()
+            self._vision.update(only=reset)
         ops.gather_columns(self._sources, self._angle_columns, self.angles)
         ops.gather_columns(self._sources, self._columns, self.obs)
 
@@ -167,6 +190,22 @@ class FlyVecEnv(VectorEnv):
         if self._forces:
             self.sim.view("actuator_force").masked_fill_(self.done.unsqueeze(1), 0.0)
 
+    def _end_overflowed(self) -> None:
+        """Truncates every world whose physics overflowed MuJoCo Warp's buffers in this episode
+        (constraint rows or contacts were dropped: its state is not MuJoCo's, and not a terminal
+        state of the task either), and terminates every world that was given a non-finite
+        action, on the device."""
+        self.overflow.copy_(self.sim.view("overflow"))
+        torch.bitwise_and(self.overflow, DROPPED_BITS, out=self._dropped)
+        torch.ne(self._dropped, 0, out=self.overflowed)
+        self.truncated.logical_or_(self.overflowed)
+        torch.sub(self.actions, self.actions, out=self._act_tmp)  # NaN where an action is NaN or +-inf
+        torch.ne(self._act_tmp, self._act_tmp, out=self._act_bad)
+        torch.any(self._act_bad, 1, out=self.nonfinite_action)
+        self.terminated.logical_or_(self.nonfinite_action)
+        for i, flag in enumerate((self.terminated, self.truncated, self.overflow)):
+            self.status[:, i].copy_(flag)
+
     def _advance(self) -> None:
         """One control step of every world (capturable: in-place ops on fixed buffers)."""
         ops.scatter_actions(self.actions, self.layout.act_ids, self.action_map, self.sim.view("ctrl"))
@@ -174,13 +213,14 @@ class FlyVecEnv(VectorEnv):
             self.sim.step()
         ops.episode_step(self.world_steps, self.sim.view("qpos"), self.sim.view("qvel"), self.terminated,
                          self.truncated, **self._rules)
+        self._end_overflowed()
         self._observe()
         self.task.reward(self)
         torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.final_obs.copy_(self.obs)
-        if self.device.type == "cuda" or bool(torch.any(self.done, out=self._any)):  # the CPU skips them if none ended
+        if self._reset_every_step or bool(torch.any(self.done, out=self._any)):  # the CPU skips them if none ended
             self._reset_done()
-            self._observe()
+            self._observe(reset=self.done)
 
     # -- gymnasium's API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -200,9 +240,9 @@ class FlyVecEnv(VectorEnv):
             if options and "start_frames" in options:
                 self._start_at(options["start_frames"])
             self.world_steps.zero_()
-            self.terminated.zero_()
-            self.truncated.zero_()
-            self.done.zero_()
+            for flags in (self.terminated, self.truncated, self.done, self.overflow, self.overflowed,
+                          self.nonfinite_action, self.status):
+                flags.zero_()
             self._observe()
         return self.obs, {}
 
@@ -235,8 +275,8 @@ class FlyVecEnv(VectorEnv):
         angles in rad; clamped to the actuators' ranges), or a float32 numpy array (as
         ``action_space.sample()`` gives; copied to the device). Checked before anything runs:
         shape, dtype, device and, with ``check_actions`` (the default), that every entry is
-        finite (on CUDA one host sync; with it off a NaN action is clamped to the range's
-        low end)."""
+        finite (on CUDA one host sync; with it off a non-finite action is applied as the
+        range's low end and ends its world: ``info["nonfinite_action"]``)."""
         actions = self._check(actions)
         self.actions.copy_(actions.detach())  # a policy's autograd history stays out of the env's buffer
         with self._on_torch_stream():  # the graph, or the eager step, after the copy on torch's stream
@@ -247,11 +287,16 @@ class FlyVecEnv(VectorEnv):
         if self._graph is None and self._use_graph:
             try:
                 self._capture()
-            except BaseException:
-                self._use_graph = False  # said once: later steps run eagerly, not capture and fail again
-                raise
+            except Exception as e:  # the step above has run: return it, and go on eagerly
+                self._use_graph = False  # warned once: later steps run eagerly, not capture and fail again
+                ours = isinstance(e, (CaptureAllocationError, CaptureError))
+                warnings.warn(f"flycuda.env: the CUDA-graph capture of the control step failed ({type(e).__name__}: "
+                              f"{e}){'; a flycuda bug, please report it' if ours else ''}; this step ran eagerly "
+                              "before the capture and its results stand, and later steps run eagerly (slower)",
+                              RuntimeWarning, stacklevel=2)
         self._steps_run += 1
-        info = {"final_obs": self.final_obs, "_final_obs": self.done}
+        info = {"final_obs": self.final_obs, "_final_obs": self.done, "overflow": self.overflow,
+                "_overflow": self.overflowed, "nonfinite_action": self.nonfinite_action}
         return self.obs, self.rewards, self.terminated, self.truncated, info
 
     def _on_torch_stream(self):

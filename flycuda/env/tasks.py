@@ -141,11 +141,13 @@ class Walk(Task):
 
     Reward per control step::
 
-        r = v_forward / L  -  c_energy * mean_a(action_a^2)  -  c_fall * terminated  +  alive
+        r = v_forward / L  -  c_energy * mean_a(target_a^2)  -  c_fall * terminated  +  alive
 
     with v_forward the root's horizontal velocity along its heading (its x axis projected
     on the floor), L the body length (hexapod 0.06 m, NeuroMechFly 2.5 mm: body lengths per
-    second), c_energy = 0.05 /rad^2, c_fall = 10, alive = 0.1.
+    second), target the joint targets the step applied (the actions clamped to the actuators'
+    ranges, as the controls hold them: an action of 1e6 costs what the range's end costs),
+    c_energy = 0.05 /rad^2, c_fall = 10, alive = 0.1.
     """
 
     name = "walk"
@@ -172,7 +174,8 @@ class Walk(Task):
         norm.copy_(fx).mul_(fx).addcmul_(fy, fy).add_(1e-12).sqrt_()
         r = env.rewards
         r.copy_(self._vx).mul_(fx).addcmul_(self._vy, fy).div_(norm).mul_(1.0 / self.L)
-        torch.mul(env.actions, env.actions, out=self._sq)
+        torch.index_select(env.sim.view("ctrl"), 1, env.layout.act_ids, out=self._sq)  # the applied targets
+        self._sq.square_()
         torch.mean(self._sq, 1, out=fx)
         r.add_(fx, alpha=-self.c_energy)
         fy.copy_(env.terminated)

@@ -28,6 +28,8 @@ def render_tiles(geom_xpos: torch.Tensor, geom_xmat: torch.Tensor, cam_pos: torc
             cam_mat: float32 [W, C, 9] (or [W, C, 3, 3]; [W, 9] or [W, 3, 3]: one camera)
             orientations (MuJoCo convention: looks along -z, y up). C <= 8.
         worlds: int32 [S] worlds to render; image (s, c) shows camera c of world ``worlds[s]``.
+            ``worlds[s] = -1`` skips image s: its outputs (and its row of ``top_boxes``) keep
+            what they held (a partial re-render, as flycuda.env redraws only the worlds it reset).
         scene: a :class:`flycuda.ops.scene_layout.Scene` (geoms, meshes with BVHs, lights).
         fovy: vertical field of view in degrees, one per camera (a number: every camera).
         height, width: image size in pixels.

@@ -194,6 +194,8 @@ def _render_camera(geom_xpos, geom_xmat, cam_pos, cam_mat, worlds, scene, *, fov
     bg = scene.background.cpu().to(F64)
     gids = scene.geom_ids.cpu()
     for si, w in enumerate(int(x) for x in worlds):
+        if w == -1:  # a skipped image: the op leaves its outputs alone; here they stay as allocated
+            continue
         xpos = geom_xpos[w].cpu().to(F64)
         xmat = geom_xmat[w].cpu().reshape(-1, 9).to(F64)
         o = cam_pos[w].cpu().to(F64).reshape(3)

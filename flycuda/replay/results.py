@@ -60,6 +60,7 @@ class ReplayResult:
     steps_in_launches: int = 0  # steps run inside launches of steps_per_graph (graphs on CUDA, plain calls on the CPU)
     eager_steps: int = 0        # steps run one by one (the warm-up's, partial launches)
     split_steps: int = 0        # of which synchronized and timed stage by stage
+    overflow: dict = field(default_factory=dict)  # world -> what overflowed MuJoCo Warp's buffers (Sim.overflowed)
 
     @property
     def recorded(self) -> torch.Tensor:
@@ -141,6 +142,11 @@ class ReplayResult:
             lines.append(f"  vision         {self.vision}: {self.vision_samples} samples x {self.worlds} worlds, "
                          f"{rate:,.0f} readouts/s ({self.vision_rays:,} rays per eye); "
                          f"{self.vision_device_bytes / 2**20:,.1f} MiB of device buffers")
+        if self.overflow:
+            ws = sorted(self.overflow)
+            lines.append(f"  OVERFLOW       MuJoCo Warp dropped constraint rows or contacts in {len(ws)} of {self.worlds} "
+                         f"worlds ({ws[:8]}{' ...' if len(ws) > 8 else ''}: {self.overflow[ws[0]]}); their states are "
+                         "not MuJoCo's: raise njmax/nconmax")
         if self.out_dir:
             lines.append(f"  output folder  {self.out_dir}")
         for p in self.outputs:
@@ -198,4 +204,5 @@ def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wal
         rows_written=dict(writer.rows) if writer else {}, vision=str(eyes.spec) if eyes else "",
         vision_samples=eyes.samples if eyes else 0, vision_rays=eyes.vision.rays_per_readout if eyes else 0,
         vision_device_bytes=eyes.device_bytes() if eyes else 0, steps_in_launches=run.launched,
+        overflow=sim.overflowed(),
         eager_steps=run.eager, split_steps=run.split_steps)

@@ -114,7 +114,8 @@ def replay(settings: ReplaySettings | None = None, *, motion: Motion | None = No
         loop = _run_loop(run, renderer, frame_writer, render_every, progress, profile, graph, steps_per_graph,
                          keep_state, warmup, t_start)
         run.recorder.finish()
-        close_store(group, writer, target, ok=True, rmse=run.recorder.tracker.sq, count=run.recorder.tracker.count)
+        close_store(group, writer, target, ok=True, rmse=run.recorder.tracker.sq, count=run.recorder.tracker.count,
+                    overflow=sim.overflowed())
     except BaseException as e:
         run.recorder.abort()
         close_store(group, writer, target, ok=False, why=f"{type(e).__name__}: {e}")

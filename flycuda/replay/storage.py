@@ -58,9 +58,13 @@ def open_store(target: Target | None, run, mode: str, interp: str):
     return group, writer
 
 
-def close_store(group, writer, target, ok: bool, why: str = "", rmse=None, count: int = 0) -> None:
-    """Drains the writer and marks the store: complete (with the tracking RMSE per DOF),
-    or incomplete with the reason."""
+def close_store(group, writer, target, ok: bool, why: str = "", rmse=None, count: int = 0,
+                overflow: dict | None = None) -> None:
+    """Drains the writer and marks the store: complete (with the tracking RMSE per DOF and
+    ``mjw_overflow``, the worlds whose physics overflowed MuJoCo Warp's buffers: world ->
+    what, see :meth:`flycuda.sim.Sim.overflowed`), or incomplete with the reason."""
     if writer is not None:
-        zstore.close(group, writer, ok=ok, why=why, mark_complete=target.finalize,
-                     **({"rmse_per_dof": rmse_from_sums(rmse.cpu(), count).tolist()} if ok else {}))
+        off = target.world_offset or 0
+        facts = {"rmse_per_dof": rmse_from_sums(rmse.cpu(), count).tolist(),
+                 "mjw_overflow": {str(off + w): why_w for w, why_w in (overflow or {}).items()}} if ok else {}
+        zstore.close(group, writer, ok=ok, why=why, mark_complete=target.finalize, **facts)

@@ -18,11 +18,31 @@ import torch
 
 from .. import _ext
 from .._buildcfg import cuda_version
+from ..driver import kernels_problem
 from ..errors import BridgeError
 from .hexapod import fly_model
 
 VIEW_FIELDS = ("ctrl", "qpos", "qvel", "time", "geom_xpos", "geom_xmat", "cam_xpos", "cam_xmat", "xpos", "xquat",
-               "sensordata", "actuator_force")
+               "sensordata", "actuator_force", "overflow")
+# MuJoCo Warp's overflow bits (mujoco_warp.OverflowType, the same in 3.16 and 4.0), set by
+# mjw.step in data.overflow [W] and kept until the world's reset: what each means, for reports.
+OVERFLOW_BITS = {1: "constraint rows > njmax", 2: "sparse Jacobian entries > njmax_nnz",
+                 4: "broadphase pairs > naconmax", 8: "contacts > naconmax", 16: "CCD buffer",
+                 32: "heightfield contacts", 64: "contact-match sensor", 128: "islands > nvmax",
+                 256: "EPA horizon buffer", 512: "solver iteration limit", 1024: "line-search iteration limit",
+                 2048: "tactile sensor pairs"}
+# The bits of a step whose physics dropped something (constraint rows, contacts, collision
+# work, islands): its state is no longer MuJoCo's, and flycuda.env ends the world. The others
+# (an iteration limit reached, a sensor's own buffer) are reported only.
+DROPPED_BITS = 1 | 2 | 4 | 8 | 16 | 32 | 128 | 256
+
+
+def overflow_words(bits: int) -> str:
+    """"constraint rows > njmax, contacts > naconmax" for MuJoCo Warp's overflow bitmask."""
+    words = [w for b, w in OVERFLOW_BITS.items() if bits & b]
+    rest = bits & ~sum(OVERFLOW_BITS)  # a bit of a newer MuJoCo Warp
+    return ", ".join(words + ([f"bits {rest:#x}"] if rest else [])) or "none"
+
 
 
 def quiet_warp(wp) -> None:
@@ -44,21 +64,27 @@ def import_warp():
     return wp, mjw
 
 
-def unusable_gpu(wp=None) -> str | None:
-    """Why a GPU that Warp (the driver) sees cannot run flycuda's torch, or None. The usual
-    cause: torch built for a newer CUDA than the driver supports (torch then reports no
-    GPU at all), or a CPU build of torch. ``device="cpu"`` asks for the CPU explicitly."""
+def unusable_gpu(wp=None, index: int | None = None) -> str | None:
+    """Why a GPU that Warp (the driver) sees cannot run flycuda, or None: torch built for a
+    newer CUDA than the driver supports (torch then reports no GPU at all), a CPU build of
+    torch, or a driver too old for (or a GPU not covered by) flycuda's kernels
+    (:func:`flycuda.driver.kernels_problem`, the judge ``flycuda doctor`` uses), on CUDA device
+    ``index`` (None: torch's current one). ``device="cpu"`` asks for the CPU explicitly."""
     wp = wp if wp is not None else import_warp()[0]
-    if not wp.is_cuda_available() or torch.cuda.is_available():
+    if not wp.is_cuda_available():
         return None
     driver = wp.get_cuda_driver_version()  # e.g. 12080 for CUDA 12.8
     drv = cuda_version(driver) if driver else "unknown"
+    if torch.cuda.is_available():
+        if not _ext.has_cuda_ops():
+            return None
+        return kernels_problem(driver=drv, index=index)
     if torch.version.cuda is None:
         return (f"Warp sees a GPU (driver for CUDA {drv}) but torch {torch.__version__} is a CPU build: install a "
-                f"CUDA build of torch for CUDA <= {drv}, or pass device='cpu' (--device cpu) to run on the CPU")
+                f"CUDA build of torch for CUDA <= {drv}, or pass device='cpu' to run on the CPU")
     return (f"Warp sees a GPU but torch {torch.__version__} cannot use it: torch is built for CUDA {torch.version.cuda} "
             f"and the NVIDIA driver supports CUDA {drv}; update the driver (for CUDA >= {torch.version.cuda}) or "
-            f"install a torch built for CUDA <= {drv}, or pass device='cpu' (--device cpu) to run on the CPU")
+            f"install a torch built for CUDA <= {drv}, or pass device='cpu' to run on the CPU")
 
 
 def warp_device_for(device: str | torch.device | None) -> str:
@@ -81,7 +107,11 @@ def warp_device_for(device: str | torch.device | None) -> str:
     if dev.type == "cuda":
         if not wp.is_cuda_available():
             raise BridgeError("device cuda was asked for but Warp sees no CUDA device")
-        return f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}"
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        why = unusable_gpu(wp, index)
+        if why:
+            raise BridgeError(why)
+        return f"cuda:{index}"
     raise BridgeError(f"device must be cpu or cuda, got {device}")
 
 
@@ -165,7 +195,9 @@ class Sim:
         Fields: ctrl [W, nu], qpos [W, nq], qvel [W, nv], time [W], geom_xpos
         [W, ngeom, 3], geom_xmat [W, ngeom, 3, 3], cam_xpos [W, ncam, 3],
         cam_xmat [W, ncam, 3, 3], xpos [W, nbody, 3], xquat [W, nbody, 4] (w, x, y, z),
-        sensordata [W, nsensordata], actuator_force [W, nu].
+        sensordata [W, nsensordata], actuator_force [W, nu], overflow [W] int32 (MuJoCo
+        Warp's overflow bits of each world, :data:`OVERFLOW_BITS`: set by a step that had
+        to drop constraint rows or contacts, kept until the world is reset).
         """
         if field not in VIEW_FIELDS:
             raise BridgeError(f"unknown field {field!r}; views exist for {', '.join(VIEW_FIELDS)}")
@@ -243,6 +275,13 @@ class Sim:
         Warp launches on Warp's current device), on that device's current stream."""
         with self._wp.ScopedDevice(self.wp_device):
             self._mjw.step(self.model, self.data)
+
+    def overflowed(self) -> dict[int, str]:
+        """The worlds whose physics overflowed MuJoCo Warp's buffers since their last reset
+        (``world: what overflowed``): their steps dropped constraint rows or contacts, so
+        their states are not what MuJoCo would compute. Reads the device (one copy)."""
+        bits = self.view("overflow").cpu().tolist()
+        return {w: overflow_words(b) for w, b in enumerate(bits) if b}
 
     def kinematics(self) -> None:
         """Poses (bodies, geoms, cameras, lights) from qpos alone, as FlyGym's renderers

@@ -100,16 +100,32 @@ class Vision:
         self.readouts = torch.zeros(S, 2, self.map.num_ommatidia, 2, dtype=torch.float32, device=sim.device)
         self.mode, self.k, self.cameras, self.retina = mode, k, cams, retina
         self._full = None  # eye_images' renderer, made on first use
+        self._all = self._skip = None  # update(only=): the world list and its skipped form, made on first use
 
     @property
     def rays_per_readout(self) -> int:
         """Rays traced per world and eye."""
         return self.map.rays
 
-    def update(self) -> torch.Tensor:
+    def update(self, only: torch.Tensor | None = None) -> torch.Tensor:
         """Renders the eyes' listed pixels and pools them; returns ``readouts``. The
-        renderer validates the scene and pixel ids on its first render outside capture."""
-        self.renderer.render()
+        renderer validates the scene and pixel ids on its first render outside capture.
+
+        ``only``: bool [S] on the sim's device: render only the worlds it marks (the others'
+        pixels, and so their readouts, stay as the last update left them: right when their
+        poses have not moved since, as for the worlds a reset leaves alone). Capturable: the
+        renderer's world list is rewritten in place (-1 skips an image) and restored."""
+        if only is None:
+            self.renderer.render()
+        else:
+            if self._skip is None:
+                self._all = self.renderer.worlds.clone()
+                self._skip = torch.full_like(self._all, -1)
+            torch.where(only, self._all, self._skip, out=self.renderer.worlds)
+            try:
+                self.renderer.render()
+            finally:
+                self.renderer.worlds.copy_(self._all)
         pool_ommatidia(self.pixels, *self.map.args(), self.readouts)
         return self.readouts
 

@@ -113,6 +113,16 @@ FLYCUDA_HOST_DEVICE inline int64_t tile_pixels(const View& v) {
   return v.npix > 0 ? v.npix : static_cast<int64_t>(v.height) * v.width;
 }
 
+// worlds[s] == kSkipImage: image s is skipped, its outputs left as they were (a partial
+// re-render: flycuda.env redraws the eyes of the worlds it has just reset, not all).
+constexpr int32_t kSkipImage = -1;
+
+// Is tile t one of a skipped image's (never a mosaic's empty cell)?
+FLYCUDA_HOST_DEVICE inline bool tile_skipped(const View& v, int32_t t) {
+  const int32_t s = t / v.ncam;
+  return s < v.nsel && v.worlds[s] == kSkipImage;
+}
+
 // The world tile t = s * C + c shows: worlds[s], or -1 for an empty mosaic cell or a
 // world id outside [0, W) (checked on the host, except in capture or with check=False).
 FLYCUDA_HOST_DEVICE inline int32_t tile_world(const View& v, int32_t t, int32_t nworld) {
