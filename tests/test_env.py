@@ -79,8 +79,9 @@ def test_autoreset_touches_only_the_worlds_that_ended():
     assert not b[7][others][:, -1].any()
 
 
-def test_new_episode_starts_from_the_initial_distribution():
-    env = fe.make("imitate", worlds=4, device="cpu", control_dt=DT, max_episode_steps=3, noise=0.0)
+@pytest.mark.parametrize("settle", [0.0, 0.05])
+def test_new_episode_starts_from_the_initial_distribution(settle):
+    env = fe.make("imitate", worlds=4, device="cpu", control_dt=DT, max_episode_steps=3, noise=0.0, settle=settle)
     obs, _ = env.reset(seed=3)
     starts = set(env.task.init_frames(env).tolist())
     for _ in range(3):
@@ -88,8 +89,12 @@ def test_new_episode_starts_from_the_initial_distribution():
     assert trunc.all() and info["_final_obs"].all()
     assert (env.world_steps == 0).all() and (env.episodes == 2).all()
     assert set(env.offsets.tolist()) <= starts
-    # a fresh episode (no noise) starts on the recording: joints = reference at step 0
-    assert torch.equal(env.angles, env.reference)
+    # a fresh episode (no noise) starts on the recording: joints = reference at step 0 (settled:
+    # where the held pose came to rest on the ground, within 0.05 rad of it)
+    if settle:
+        assert torch.allclose(env.angles, env.reference, atol=0.05) and not torch.equal(env.angles, env.reference)
+    else:
+        assert torch.equal(env.angles, env.reference)
 
 
 def test_seeds_reproduce():
@@ -219,10 +224,17 @@ def test_cli_runs_a_policy_into_a_store_and_a_video(tmp_path, capsys):
 
     store, video = tmp_path / "r.zarr", tmp_path / "r.mp4"
     assert _cli(tmp_path, "imitate", "--worlds", "3", "--policy", "reference", "--duration", "0.02",
-                "--record", str(store), "--render", str(video), "--json", str(tmp_path / "r.json")) == 0
+                "--record", str(store), "--render", str(video), "--render-size", "32x24", "--render-worlds", "0,2",
+                "--json", str(tmp_path / "r.json")) == 0
     out = capsys.readouterr().out
     assert "env steps/s" in out and "mean reward" in out and video.stat().st_size > 0
+    assert "policy         reference; vision none" in out and "frames x 2 worlds)" in out
     ds = xr.open_zarr(store)
+    assert list(ds["episode"].episode_column.values) == ["terminated", "truncated", "overflow"]
+    assert ds["episode"].shape == (3, 5, 3) and float(ds["episode"].max()) == 0.0  # nothing ended
+    units = dict(zip(ds["obs"].attrs["columns"], ds["obs"].attrs["units"]))
+    assert units["thorax:z"] == "m" and units["thorax:vx"] == "m/s" and units["joint_vel:" + ds["action"].attrs[
+        "columns"][0]] == "rad/s" and ds["reward"].attrs["units"] == ["1"] and ds["action"].attrs["units"][0] == "rad"
     thorax_z = ds["obs"].sel(obs_column="thorax:z")
     assert thorax_z.shape == (3, 5) and float(ds["reward"].isel(reward_time=slice(1, None)).min()) > 0.8
     assert float(abs(ds["obs_time"][1] - 0.005)) < 1e-9
@@ -314,17 +326,24 @@ def test_neuromechfly_wrapped_gpu_simulation_with_eyes():
 
 def test_approach_places_the_pillar_and_rewards_closing_speed():
     env = fe.make("approach", worlds=5, device="cpu", jitter=0.0, noise=0.0)
-    env.reset(seed=4)
+    _, info = env.reset(seed=4)
     q = env.sim.view("qpos")
     ax, ay = env.task._pillar_adrs(env)
     lay = env.layout
     d = torch.hypot(q[:, ax] - q[:, lay.root_adr], q[:, ay] - q[:, lay.root_adr + 1])
     assert torch.allclose(d, torch.full_like(d, 4.0 * 0.06), atol=1e-5)  # 4 body lengths of the hexapod
+    assert torch.allclose(info["distance"], d / 0.06, atol=1e-4)  # the success measures, in info
+    w, x, y, z = (q[:, lay.root_adr + 3 + i].double() for i in range(4))
+    to = torch.atan2(q[:, ay] - q[:, lay.root_adr + 1], q[:, ax] - q[:, lay.root_adr]).double()
+    rel = to - torch.atan2(2 * (x * y + w * z), 1 - 2 * (y * y + z * z))
+    assert torch.allclose(torch.remainder(info["bearing"].double() - rel + math.pi, 2 * math.pi) - math.pi,
+                          torch.zeros(5, dtype=torch.float64), atol=1e-5)
     b = torch.atan2(q[:, ay] - q[:, lay.root_adr + 1], q[:, ax] - q[:, lay.root_adr]).double()
     want = env.task.bearing(env.offsets.cpu())  # the state's bearing, from the frame it starts at
     assert torch.allclose(torch.remainder(b - want + math.pi, 2 * math.pi) - math.pi, torch.zeros(5, dtype=torch.float64),
                           atol=1e-5)
-    _, rew, *_ = env.step(torch.zeros(5, 42))
+    _, rew, _, _, info = env.step(torch.zeros(5, 42))
+    assert set(info) >= {"distance", "bearing"} and info["distance"].shape == (5,)
     q, v = env.sim.view("qpos").double(), env.sim.view("qvel").double()
     dx, dy = q[:, ax] - q[:, lay.root_adr], q[:, ay] - q[:, lay.root_adr + 1]
     closing = (v[:, lay.root_dof] * dx + v[:, lay.root_dof + 1] * dy) / torch.hypot(dx, dy) / 0.06
@@ -457,6 +476,8 @@ def test_walk_energy_reads_the_applied_targets_and_nonfinite_actions_end_their_w
     assert torch.isfinite(rew).all() and rew.abs().max() < 10
     assert torch.equal(rew, want)
     assert info["nonfinite_action"].tolist() == [False, True, True] and term.tolist() == [False, True, True]
+    terms = info["reward/forward"] + info["reward/energy"] + info["reward/fall"] + env.task.alive  # logged terms
+    assert torch.allclose(terms, rew, atol=1e-6) and (info["reward/energy"] < 0).all()
 
 
 def test_observe_takes_one_group_by_name_and_task_options_are_named():
@@ -464,3 +485,91 @@ def test_observe_takes_one_group_by_name_and_task_options_are_named():
     assert env.obs.shape == (2, 42) and env.observes("joints")
     with pytest.raises(EnvError, match=r"task 'walk' has no option 'nosie'; its options are: .*noise"):
         fe.make("walk", worlds=2, device="cpu", nosie=0.1)
+
+
+def test_gymnasium_make_vec_and_copies_on_request():
+    """gymnasium.make_vec("flycuda/<task>-v0", num_envs=N) builds a FlyVecEnv; by default a step
+    returns the environment's own buffers (refilled by the next step), copies with copy=True."""
+    import gymnasium
+
+    env = gymnasium.make_vec("flycuda/walk-v0", num_envs=3, device="cpu", max_episode_steps=7)
+    assert isinstance(env.unwrapped, fe.FlyVecEnv) and env.num_envs == 3 and env.unwrapped.max_episode_steps == 7
+    for task in fe.TASKS:
+        assert f"flycuda/{task}-v0" in gymnasium.registry
+    a = torch.zeros(3, 42)
+    obs0, _ = env.reset(seed=0)
+    obs1, *_ = env.step(a)
+    assert obs1 is obs0  # the same buffer, refilled
+    copying = fe.make("walk", worlds=3, device="cpu", copy=True)
+    c0, _ = copying.reset(seed=0)
+    c1, r1, *_, info = copying.step(a)
+    c2, r2, *_ = copying.step(a)
+    assert c1 is not c2 and r1 is not r2 and info["overflow"] is not copying.overflow
+    assert not torch.equal(c0, c1) and torch.equal(c1, obs1)  # the same values as the buffers'
+
+
+@pytest.mark.parametrize("example", ["cpg.py", "steer.py", "ppo.py"])
+def test_every_example_says_how_to_run_it(example):
+    import os
+    import subprocess
+    import sys
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", example)
+    out = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("usage:"), out.stderr[-500:]
+
+
+def test_the_cpg_example_checks_the_dof_names():
+    """A rhythm whose DOFs are not the env's driven DOFs, in order, is refused in one line."""
+    import dataclasses
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "cpg.py")
+    spec = importlib.util.spec_from_file_location("cpg_example", path)
+    cpg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cpg)
+    env = fe.make("walk", worlds=2, device="cpu")
+    env.reset(seed=0)
+    policy = cpg.make_policy(env)
+    assert policy(env.obs).shape == (2, 42)
+    names = list(env.motion.dof_names)
+    env.motion = dataclasses.replace(env.motion, dof_names=tuple(names[1:] + names[:1]))
+    with pytest.raises(ValueError, match="the rhythm's DOFs .* are not the environment's driven DOFs"):
+        cpg.make_policy(env)
+
+
+
+@pytest.mark.parametrize("model", ["hexapod", pytest.param("neuromechfly", marks=pytest.mark.needs_flygym)])
+def test_the_action_space_is_bounded(model):
+    """The actuators' ranges where they have them (the hexapod), else their joints' (NeuroMechFly's
+    position actuators have no ctrl range): gymnasium's RescaleAction and sample() need bounds."""
+    env = fe.make("walk", worlds=2, model=model, device="cpu")
+    lo, hi = env.single_action_space.low, env.single_action_space.high
+    assert np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()
+    ctrl = env.layout.ctrl_range.cpu().numpy()
+    finite = np.isfinite(ctrl[0])
+    assert np.array_equal(lo[finite], ctrl[0][finite]) and np.array_equal(hi[finite], ctrl[1][finite])
+    mjm = env.sim.mjm
+    for a, (l, h) in enumerate(zip(lo, hi)):
+        if not finite[a]:
+            j = int(mjm.actuator_trnid[int(env.layout.act_ids[a]), 0])
+            assert (l, h) == tuple(np.float32(mjm.jnt_range[j])) if mjm.jnt_limited[j] else (l, h) == (
+                np.float32(-math.pi), np.float32(math.pi))
+
+
+def test_a_tasks_objects_are_recorded_and_drawn_again(tmp_path, capsys):
+    """approach's pillar: its qpos is recorded with the fly's and its body with the facts, so
+    that `flycuda render` (and --render) rebuilds the model with it (nq must fit the stored qpos)."""
+    from flycuda.recording import Recording
+    from flycuda.replay.playback import render_recording
+
+    video, store2 = tmp_path / "a.mp4", tmp_path / "b.zarr"
+    assert _cli(tmp_path, "approach", "--model", "hexapod", "--worlds", "2", "--duration", "0.01",
+                "--record", str(store2), "--render", str(video), "--render-size", "32x24") == 0
+    rec = Recording.open(str(store2))
+    assert rec.info["task"] == "approach" and rec.info["bodies"][0]["name"] == "pillar"
+    assert any("pillar" in c for c in rec.columns("qpos")) and video.stat().st_size > 0
+    frames = []
+    res = render_recording(str(store2), None, size=(32, 24), progress=False, frame_callback=frames.append)
+    assert res.frames == len(frames) > 0

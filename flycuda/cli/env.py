@@ -3,7 +3,6 @@ its observations, actions and rewards streamed into a store, a report of what ha
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import math
@@ -13,7 +12,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from ..env import TASKS, make
+from ..env import TASKS, body_length, make
 from ..errors import EnvError
 from ..recording import LoopRecorder
 from ..recording.observables import Observable, resolve
@@ -26,7 +25,7 @@ __all__ = ["add_parser", "run_env", "load_policy"]
 VIDEO_FPS = 30
 
 
-def add_parser(sub, positive_int, positive_float) -> None:
+def add_parser(sub, positive_int, positive_float, size=None) -> None:
     """The ``env`` subcommand's options."""
     e = sub.add_parser("env", help="run a policy in every world of a batched fly environment (flycuda.env)",
                        description="Runs a policy in N worlds of a flycuda.env task (gymnasium's vector API, every "
@@ -34,7 +33,8 @@ def add_parser(sub, positive_int, positive_float) -> None:
     e.add_argument("task", choices=list(TASKS), help="the task (flycuda.env.tasks)")
     e.add_argument("--worlds", type=positive_int, default=16, help="number of worlds (default 16)")
     e.add_argument("--policy", default="random",
-                   help="random (uniform in the actuators' ranges), reference (the recording's pose: imitate) or "
+                   help="random (uniform in the action space: the actuators' ranges, or their joints' where an "
+                        "actuator has none, as NeuroMechFly's), reference (the recording's pose: imitate) or "
                         "PATH.py defining policy(obs, env) -> actions [W, A] (or make_policy(env) returning one)")
     e.add_argument("--duration", type=positive_float, default=0.25, help="simulated seconds (default 0.25)")
     e.add_argument("--model", choices=list(NAMED_MODELS), default=None,
@@ -48,13 +48,18 @@ def add_parser(sub, positive_int, positive_float) -> None:
                    help="exact or fast:K: the eyes join the observations (default fast:2 for approach on neuromechfly)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--record", default=None, metavar="OUT.zarr",
-                   help="a zarr store: observations, actions, rewards every control step; qpos (and with --vision "
-                        "the eyes' readouts) at 30 Hz")
+                   help="a zarr store: observations, actions, rewards and the episode flags every control step; "
+                        "qpos (the task's objects too; and with --vision the eyes' readouts) at 30 Hz")
     e.add_argument("--overwrite", action="store_true", help="replace an existing --record store")
     e.add_argument("--render", default=None, metavar="OUT.mp4",
-                   help="a mosaic video of the first 16 worlds (rendered afterwards from --record, re-posing the named "
-                        "model: a task's own objects, approach's pillar, are not drawn; with --vision each world's "
-                        "eyes under its tile)")
+                   help="a mosaic video of the worlds (rendered afterwards from --record, re-posing the named "
+                        "model with the task's own objects, approach's pillar; with --vision each world's eyes under "
+                        "its tile)")
+    e.add_argument("--render-size", type=size or str, default=(160, 120), metavar="WxH",
+                   help="--render's tile size (default 160x120)")
+    e.add_argument("--render-worlds", default="0:16", metavar="SPEC",
+                   help="--render's worlds, e.g. 0:16 (default), 3,5,8")
+    e.add_argument("--camera", default=None, help="--render's camera (default: the model's tracking camera)")
     e.add_argument("--json", default=None, metavar="OUT.json", help="the report's figures as JSON")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -88,17 +93,21 @@ def load_policy(spec: str, env):
 def _recorder(env, args, steps: int):
     W = env.num_envs
     every = max(1, round(1.0 / (VIDEO_FPS * env.control_dt)))
-    own = [Observable("obs", "env", env.obs, _ids(len(env.obs_names), env), list(env.obs_names), 1),
-           Observable("action", "env", env.actions, _ids(env.actions.shape[1], env), list(env.layout.names), 1),
-           Observable("reward", "env", env.rewards.view(W, 1), _ids(1, env), ["reward"], 1),
-           Observable("episode", "env", env.status, _ids(3, env), ["terminated", "truncated", "overflow"], 1)]
+    own = [Observable("obs", "env", env.obs, _ids(len(env.obs_names), env), list(env.obs_names), 1,
+                      attrs={"units": list(env.obs_units)}),
+           Observable("action", "env", env.actions, _ids(env.actions.shape[1], env), list(env.layout.names), 1,
+                      attrs={"units": ["rad"] * env.actions.shape[1]}),
+           Observable("reward", "env", env.rewards.view(W, 1), _ids(1, env), ["reward"], 1,
+                      attrs={"units": [env.task.reward_unit]}),
+           Observable("episode", "env", env.status, _ids(3, env), ["terminated", "truncated", "overflow"], 1,
+                      attrs={"units": ["flag", "flag", "MuJoCo Warp's overflow bits (flycuda.sim.mjwarp.OVERFLOW_BITS)"]})]
     if env._vision is not None:  # the eyes at the video's rate: flycuda render draws them under each world
         own.append(readouts_observable(env._vision, every, f"vision:{args.vision}"))
-    qpos = resolve(env.sim, [f"qpos@{every}"], timestep=env.control_dt)[0]
-    keep = [i for i in range(qpos.columns.numel()) if i not in set(env.task.own_qpos(env))]
-    qpos = dataclasses.replace(qpos, columns=qpos.columns[keep], column_names=[qpos.column_names[i] for i in keep])
+    qpos = resolve(env.sim, [f"qpos@{every}"], timestep=env.control_dt)[0]  # the task's objects too
+    bodies = env.task.bodies(body_length(env.model_unit))  # stored: flycuda render draws them again
     return LoopRecorder(env.sim, [qpos] + own, args.record, steps=steps, model=args.model,
-                        overwrite=args.overwrite, timestep=env.control_dt)
+                        overwrite=args.overwrite, timestep=env.control_dt,
+                        facts={"task": env.task.name, "bodies": bodies})
 
 
 def _ids(n: int, env) -> torch.Tensor:
@@ -159,14 +168,16 @@ def run_env(args) -> int:
     first = t0 - t_first if steps > 1 else wall
     if rec is not None:
         rec.close()
-    figures = dict(task=args.task, model=args.model, worlds=env.num_envs, device=str(env.device),
+    figures = dict(task=args.task, model=args.model, policy=args.policy, vision=args.vision or "none",
+                   worlds=env.num_envs, device=str(env.device),
                    control_dt=env.control_dt, control_steps=steps, first_step_s=first,
                    env_steps_per_s=env.num_envs * max(steps - 1, 1) / wall,
                    mean_reward=float(total) / (env.num_envs * steps), terminations=int(ended[0]),
                    truncations=int(ended[1]), overflows=int(ended[2]), wall_s=wall)
     _report(figures, args)
     if args.render:
-        res = render_recording(args.record, args.render, progress=not args.no_progress, device=args.device)
+        res = render_recording(args.record, args.render, worlds=args.render_worlds, camera=args.camera,
+                               size=args.render_size, progress=not args.no_progress, device=args.device)
         print(f"  wrote          {args.render} ({res.frames} frames x {res.worlds} worlds)")
     return 0
 
@@ -174,6 +185,7 @@ def run_env(args) -> int:
 def _report(f: dict, args) -> None:
     print(f"flycuda env {f['task']}: {f['worlds']} worlds of {f['model']} on {f['device']}, "
           f"{f['control_steps']} control steps of {f['control_dt'] * 1e3:g} ms")
+    print(f"  policy         {f['policy']}; vision {f['vision']}")
     print(f"  env steps/s    {f['env_steps_per_s']:,.0f} (worlds x control steps per wall second, after the "
           f"first step: {f['first_step_s']:.1f} s with Warp's JIT)")
     print(f"  mean reward    {f['mean_reward']:.4f} per world and step")

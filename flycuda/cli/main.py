@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--speed", type=_positive_float, default=1.0, help="playback speed (1: real time)")
     v.add_argument("--device", choices=["cuda", "cpu"], default=None)
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_env_parser(sub, _positive_int, _positive_float)
+    add_env_parser(sub, _positive_int, _positive_float, _size)
     sub.add_parser("doctor", help="can flycuda run on this machine's GPU (torch, driver, toolkit, archs), and what "
                                   "to do when not", description="Judges torch and its CUDA, the driver, the GPUs, the "
                                   "CUDA toolkit and the archs in flycuda's extension; exits 1 when a GPU is there that "

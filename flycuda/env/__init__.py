@@ -17,8 +17,10 @@ CUDA graph on a GPU. Tasks: :mod:`flycuda.env.tasks`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 
+import gymnasium
 import torch
 
 from ..errors import EnvError
@@ -26,15 +28,16 @@ from ..sim.mjwarp import Sim
 from ..sim.worlds import NAMED_MODELS, build_worlds, is_flygym_model, own_motion, replay_defaults
 from .core import FlyVecEnv, decimation_of
 from .layout import GROUPS
+from .settle import SETTLE_SECONDS
 from .tasks import TASKS, Approach, Imitate, Task, Walk, body_length
 
-__all__ = ["make", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS"]
+__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS"]
 
 
 def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=None, control_dt: float | None = None,
          max_episode_steps: int = 500, vision: str | None = None, seed: int = 0, observe=None, sim: Sim | None = None,
          act_ids: torch.Tensor | None = None, motion=None, check_actions: bool = True, graph: bool | None = None,
-         **task_options) -> FlyVecEnv:
+         settle: float = SETTLE_SECONDS, copy: bool = False, **task_options) -> FlyVecEnv:
     """A batched environment of ``worlds`` flies doing ``task``.
 
     Args:
@@ -54,6 +57,12 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
             of FlyGym's GPUSimulation), its driven actuators and the recording to imitate.
         check_actions: refuse non-finite actions (one host sync per step on CUDA).
         graph: capture the control step into a CUDA graph (default: on CUDA).
+        settle: seconds each initial state settles on the ground before it is used, the driven
+            joints held at their pose (FlyGym's 0.05 s warm-up; MuJoCo on the host, once per
+            model and states: :mod:`flycuda.env.settle`); 0: start from the pose as it is.
+        copy: ``step()`` and ``reset()`` return copies instead of the environment's own
+            buffers (which the next step refills: a rollout of ``list.append(obs)`` would hold
+            the last step W times over). Off by default: a copy per step costs an allocation.
         task_options: the task's own (e.g. ``noise=``, ``init=``, ``sigma=``).
 
     Raises:
@@ -88,12 +97,12 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     return FlyVecEnv(t, sim, act_ids, names, motion=motion, interp=interp, frame_mode="clamp" if nmf else "loop",
                      decimation=decimation_of(control_dt, sim.timestep), max_episode_steps=max_episode_steps,
                      observe=observe, vision=vision, seed=seed, check_actions=check_actions,
-                     model_unit="mm" if nmf else "m", graph=graph)
+                     model_unit="mm" if nmf else "m", graph=graph, settle=settle, copy=copy)
 
 
 def _decorates(task: Task) -> bool:
-    """Does ``task`` add objects to the model (its own ``decorate``)?"""
-    return type(task).decorate is not Task.decorate
+    """Does ``task`` add objects to the model (its own ``decorate``, or bodies to add)?"""
+    return type(task).decorate is not Task.decorate or type(task).bodies is not Task.bodies
 
 
 def _task(task, options) -> Task:
@@ -121,3 +130,21 @@ def _options_of(cls) -> set[str]:
             names |= {p.name for p in inspect.signature(init).parameters.values()
                       if p.kind == p.KEYWORD_ONLY}
     return names
+
+
+def make_vec(task: str, num_envs: int = 16, **kwargs) -> FlyVecEnv:
+    """``gymnasium.make_vec("flycuda/<task>-v0", num_envs=N, ...)``'s entry point: :func:`make`
+    with ``worlds=num_envs`` (every other keyword is make's)."""
+    return make(task, num_envs, **kwargs)
+
+
+def _register() -> None:
+    """Registers ``flycuda/imitate-v0``, ``flycuda/walk-v0`` and ``flycuda/approach-v0`` with
+    gymnasium (vector entry points: one FlyVecEnv of ``num_envs`` worlds, on import of flycuda.env)."""
+    for name in TASKS:
+        env_id = f"flycuda/{name}-v0"
+        if env_id not in gymnasium.registry:
+            gymnasium.register(env_id, vector_entry_point=functools.partial(make_vec, name))
+
+
+_register()

@@ -28,7 +28,8 @@ from .. import ops
 from ..errors import CaptureAllocationError, CaptureError, EnvError, VisionError
 from ..sim import streams
 from ..sim.mjwarp import DROPPED_BITS
-from .layout import SOURCES, FlyLayout, columns_of
+from .layout import SOURCES, FlyLayout, columns_of, unit_of
+from .settle import SETTLE_SECONDS, settle
 
 __all__ = ["FlyVecEnv"]
 
@@ -41,7 +42,7 @@ class FlyVecEnv(VectorEnv):
     ``AutoresetMode.SAME_STEP``: a world whose episode ended in a step is reset inside it;
     the step returns its new episode's first observation, and ``info["final_obs"]`` [W, O]
     holds the last observation of every world's episode in the rows ``info["_final_obs"]``
-    marks. ``info["overflow"]`` [W] int32 holds MuJoCo Warp's overflow bits of each world's episode
+    marks. ``obs_units`` gives each column's unit. ``info["overflow"]`` [W] int32 holds MuJoCo Warp's overflow bits of each world's episode
     so far (:data:`flycuda.sim.mjwarp.OVERFLOW_BITS`): a step that had to drop constraint rows or
     contacts (:data:`~flycuda.sim.mjwarp.DROPPED_BITS`, marked in ``info["_overflow"]``) ends its
     world as truncated, since its state is no longer MuJoCo's (nor a terminal state of the task). ``info["nonfinite_action"]`` [W] bool marks the worlds given a
@@ -54,11 +55,14 @@ class FlyVecEnv(VectorEnv):
     def __init__(self, task, sim, act_ids: torch.Tensor, names, *, motion=None, interp: str = "linear",
                  frame_mode: str = "loop", decimation: int = 1, max_episode_steps: int = 1000, observe=None,
                  vision: str | None = None, seed: int = 0, check_actions: bool = True, model_unit: str = "m",
-                 graph: bool | None = None):
+                 graph: bool | None = None, settle: float = SETTLE_SECONDS, copy: bool = False):
         self.task, self.sim, self.motion, self.frame_mode = task, sim, motion, frame_mode
         self.num_envs, self.device, self.model_unit = sim.nworld, sim.device, model_unit
         self.decimation, self.max_episode_steps, self.seed_value = decimation, max_episode_steps, int(seed)
-        self.check_actions = check_actions
+        self.check_actions, self.copy = check_actions, bool(copy)
+        if not (settle >= 0 and math.isfinite(settle)):
+            raise EnvError(f"settle must be a finite number of seconds >= 0, got {settle!r}")
+        self.settle_seconds = float(settle)
         self.layout = FlyLayout.of(sim, act_ids.to(sim.device), names)
         W, A, dev = self.num_envs, len(names), self.device
         self._vision = self._make_vision(vision)
@@ -70,6 +74,7 @@ class FlyVecEnv(VectorEnv):
         if ("reference" in groups or "phase" in groups or task.needs_motion) and motion is None:
             raise EnvError(f"task {task.name!r} and observations 'reference'/'phase' need a recording (motion=)")
         self.obs_names, table, self._groups = columns_of(self.layout, groups, self._num_ommatidia())
+        self.obs_units = [unit_of(n, model_unit) for n in self.obs_names]
         self._columns = table.to(dev)
         self._angle_columns = columns_of(self.layout, ("joints",))[1].to(dev)
         self.obs = torch.zeros(W, len(self.obs_names), device=dev)
@@ -147,8 +152,16 @@ class FlyVecEnv(VectorEnv):
         assert len(self._sources) == len(SOURCES)
 
     def _init_states(self) -> None:
+        """The task's K initial states, settled on the ground (:func:`flycuda.env.settle.settle`:
+        ``settle_seconds`` of physics with the driven joints held at their pose), and their noise."""
         frames = self.task.init_frames(self)
         qpos, qvel = self.task.initial_states(self, frames)
+        if self.settle_seconds > 0:
+            lay, lo_hi = self.layout, [x.cpu() for x in self.layout.ctrl_range]
+            ctrl = self.sim.view("ctrl")[0].cpu().repeat(qpos.shape[0], 1)  # the others' controls as they are
+            ctrl[:, lay.act_ids.long().cpu()] = torch.clamp(qpos[:, list(lay.qpos_adrs)], *lo_hi)  # the pose held
+            qpos, qvel = settle(self.sim.mjm, qpos, qvel, ctrl, self.settle_seconds)
+            qpos, qvel = self.task.settled(self, frames, qpos, qvel)
         qn, vn = self.task.noise_scales(self)
         dev = self.device
         self._init = [qpos.to(dev), qvel.to(dev), frames.to(dev), qn.to(dev), vn.to(dev)]
@@ -156,7 +169,7 @@ class FlyVecEnv(VectorEnv):
         self._rules = dict(root_adr=self.layout.root_adr, max_steps=self.max_episode_steps, **rules)
 
     def _spaces(self, W, A) -> None:
-        lo, hi = (x.cpu().numpy().astype(np.float32) for x in self.layout.ctrl_range)
+        lo, hi = (x.cpu().numpy().astype(np.float32) for x in self.layout.action_bounds)
         O = len(self.obs_names)
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (O,), np.float32)
         self.single_action_space = gym.spaces.Box(lo, hi, (A,), np.float32)
@@ -179,6 +192,7 @@ class FlyVecEnv(VectorEnv):
             self._vision.update(only=reset)
         ops.gather_columns(self._sources, self._angle_columns, self.angles)
         ops.gather_columns(self._sources, self._columns, self.obs)
+        self.task.measure(self)
 
     def _reset_done(self) -> None:
         """A new episode in every world marked in ``done`` (MuJoCo Warp's reset, then ours)."""
@@ -224,7 +238,7 @@ class FlyVecEnv(VectorEnv):
 
     # -- gymnasium's API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Starts a new episode in every world; returns ``(obs, info)``.
+        """Starts a new episode in every world; returns ``(obs, info)`` (buffers: see :meth:`step`).
 
         ``seed`` fixes the initial states' draws (with it, the same sequence of actions gives
         the same run); without one, each reset draws new initial states. ``options={"start_frames": [W]}`` starts world w at frame
@@ -244,7 +258,9 @@ class FlyVecEnv(VectorEnv):
                           self.nonfinite_action, self.status):
                 flags.zero_()
             self._observe()
-        return self.obs, {}
+        if self.copy:
+            return self.obs.clone(), {k: v.clone() for k, v in self.task.info().items()}
+        return self.obs, dict(self.task.info())
 
     def reset_worlds(self, mask) -> torch.Tensor:
         """Starts a new episode now in the worlds ``mask`` marks (bool [W]; the others are
@@ -269,7 +285,9 @@ class FlyVecEnv(VectorEnv):
         self.offsets.copy_(f.to(self.device))
 
     def step(self, actions: torch.Tensor):
-        """One control step of every world: ``(obs, rewards, terminations, truncations, info)``.
+        """One control step of every world: ``(obs, rewards, terminations, truncations, info)``,
+        the environment's own buffers, refilled by the next step (``clone()`` what you keep, or
+        ``make(..., copy=True)``).
 
         ``actions``: float32 [W, A] on the environment's device (the driven joints' target
         angles in rad; clamped to the actuators' ranges), or a float32 numpy array (as
@@ -295,9 +313,14 @@ class FlyVecEnv(VectorEnv):
                               "before the capture and its results stand, and later steps run eagerly (slower)",
                               RuntimeWarning, stacklevel=2)
         self._steps_run += 1
-        info = {"final_obs": self.final_obs, "_final_obs": self.done, "overflow": self.overflow,
-                "_overflow": self.overflowed, "nonfinite_action": self.nonfinite_action}
-        return self.obs, self.rewards, self.terminated, self.truncated, info
+        if self.copy:
+            info = {k: v.clone() for k, v in self._info().items()}
+            return self.obs.clone(), self.rewards.clone(), self.terminated.clone(), self.truncated.clone(), info
+        return self.obs, self.rewards, self.terminated, self.truncated, self._info()
+
+    def _info(self) -> dict:
+        return {"final_obs": self.final_obs, "_final_obs": self.done, "overflow": self.overflow,
+                "_overflow": self.overflowed, "nonfinite_action": self.nonfinite_action, **self.task.info()}
 
     def _on_torch_stream(self):
         """Warp's stream bound to torch's current one for a step's eager parts and the graph

@@ -3,6 +3,7 @@ environment can gather from it (one table: names, sources, columns)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import mujoco
@@ -41,7 +42,8 @@ class FlyLayout:
     dof_adrs: list[int]            # [A]
     root_adr: int                  # qpos address of the free joint
     root_dof: int                  # its qvel address
-    ctrl_range: torch.Tensor       # float32 [2, A]: low, high
+    ctrl_range: torch.Tensor       # float32 [2, A]: low, high (+-inf where an actuator has none): the clamp
+    action_bounds: torch.Tensor    # float32 [2, A]: the action space's (see FlyLayout.of)
     contacts: list = field(default_factory=list)  # (column name, sensordata address) of the contact sensors
 
     @classmethod
@@ -62,6 +64,14 @@ class FlyLayout:
         limited = torch.as_tensor(mjm.actuator_ctrllimited, dtype=torch.bool)[ids]
         rng[0] = torch.where(limited, rng[0], torch.full_like(rng[0], -float("inf")))
         rng[1] = torch.where(limited, rng[1], torch.full_like(rng[1], float("inf")))
+        # The action space is bounded everywhere (gymnasium's RescaleAction, sample()): an actuator's
+        # ctrl range, else its joint's range (NeuroMechFly's position actuators have none), else +-pi.
+        jnt = torch.as_tensor([int(mjm.actuator_trnid[a, 0]) for a in ids.tolist()], dtype=torch.long)
+        jrng = torch.as_tensor(mjm.jnt_range, dtype=torch.float32)[jnt].t()
+        jlim = torch.as_tensor(mjm.jnt_limited, dtype=torch.bool)[jnt] & (jrng[0] < jrng[1])
+        bounds = torch.stack([torch.where(jlim, jrng[0], torch.full_like(jrng[0], -math.pi)),
+                              torch.where(jlim, jrng[1], torch.full_like(jrng[1], math.pi))])
+        bounds = torch.where(torch.isfinite(rng), rng, bounds).contiguous()
         contacts = []
         for i in range(mjm.nsensor):
             name = mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_SENSOR, i) or ""
@@ -69,7 +79,7 @@ class FlyLayout:
                 adr, dim = int(mjm.sensor_adr[i]), int(mjm.sensor_dim[i])
                 contacts += [(f"contact:{name}" + (f":{j}" if dim > 1 else ""), adr + j) for j in range(dim)]
         return cls(act_ids, tuple(names), qadr, dadr, int(mjm.jnt_qposadr[free[0]]), int(mjm.jnt_dofadr[free[0]]),
-                   rng, contacts)
+                   rng, bounds, contacts)
 
     def group(self, name: str, num_ommatidia: int = 0) -> list[tuple[str, int, int]]:
         """The columns of observation group ``name``: (column name, source id, column)."""
@@ -117,3 +127,23 @@ def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0) -> tuple[list[
         rows += cols
     table = torch.tensor([[s, c] for _, s, c in rows], dtype=torch.int32).reshape(-1, 2)
     return [n for n, _, _ in rows], table, slices
+
+
+def unit_of(column: str, model_unit: str) -> str:
+    """The unit of observation column ``column`` (a name of :meth:`FlyLayout.group`), with
+    lengths in ``model_unit`` ("m" for the hexapod, "mm" for NeuroMechFly)."""
+    kind, _, rest = column.partition(":")
+    if kind in ("joint", "reference", "action"):
+        return "rad"
+    if kind == "joint_vel":
+        return "rad/s"
+    if kind == "thorax":
+        return {"z": model_unit, "vx": f"{model_unit}/s", "vy": f"{model_unit}/s", "vz": f"{model_unit}/s",
+                "wx": "rad/s", "wy": "rad/s", "wz": "rad/s"}.get(rest, "1")  # q*: a unit quaternion
+    if kind == "phase":
+        return "1 (fraction of the recording)"
+    if kind == "force":
+        return "actuator force (MuJoCo's units for the model)"
+    if kind == "vision":
+        return "1 (ommatidium intensity, 0 to 1)"
+    return "MuJoCo's sensor units"  # contacts

@@ -16,6 +16,7 @@ import torch
 
 from ..errors import EnvError
 from ..ops import motion_at
+from ..sim.worlds import add_bodies
 
 __all__ = ["Task", "Imitate", "Walk", "Approach", "TASKS", "body_length"]
 
@@ -32,6 +33,7 @@ class Task:
     name = ""
     observe: tuple[str, ...] = ()
     needs_motion = False
+    reward_unit = "1"  # what one unit of reward is (stored with recorded rewards)
 
     def __init__(self, *, init: str = "reference", noise: float = 0.02, min_up: float = 0.0,
                  height_range: tuple[float, float] = (0.3, 3.0)):
@@ -69,6 +71,12 @@ class Task:
             qpos[:, lay.qpos_adrs] = pose
         return qpos, qvel
 
+    def settled(self, env, frames: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The initial states after the fly settled (flycuda.env.settle): a task whose objects
+        are placed relative to the fly places them again here. Most tasks keep them."""
+        return qpos, qvel
+
     def noise_scales(self, env) -> tuple[torch.Tensor, torch.Tensor]:
         """(qpos_noise [nq], qvel_noise [nv]): ``noise`` rad on the driven joints' angles,
         10x that in rad/s on their velocities, nothing on the root."""
@@ -78,13 +86,15 @@ class Task:
         vn[env.layout.dof_adrs] = 10 * self.noise
         return qn, vn
 
-    def decorate(self, spec, length: float) -> None:
-        """Adds the task's objects to the model's ``mujoco.MjSpec`` before it is compiled
-        (``length``: the fly's body length in the model's unit). Most tasks add none."""
-
-    def own_qpos(self, env) -> list[int]:
-        """The qpos addresses of the objects :meth:`decorate` added (not the named model's)."""
+    def bodies(self, length: float) -> list[dict]:
+        """The task's objects (:func:`flycuda.sim.worlds.add_bodies`' descriptions; ``length``:
+        the fly's body length in the model's unit). Most tasks have none."""
         return []
+
+    def decorate(self, spec, length: float) -> None:
+        """Adds the task's objects (:meth:`bodies`) to the model's ``mujoco.MjSpec`` before it
+        is compiled."""
+        add_bodies(spec, self.bodies(length))
 
     def rules(self, env, start_height: float) -> dict:
         """episode_step's pose rules: the root between ``height_range`` times its start
@@ -95,6 +105,15 @@ class Task:
     # -- the reward ------------------------------------------------------------------------
     def setup(self, env) -> None:
         """Allocates the reward's buffers (once)."""
+
+    def measure(self, env) -> None:
+        """Refreshes :meth:`info`'s buffers from the state (after every observation, resets
+        included; in place, captured with the step). Most tasks measure nothing."""
+
+    def info(self) -> dict:
+        """The task's success measures, [W] tensors refilled in place, named in its docstring
+        (``step()`` and ``reset()`` put them in ``info``)."""
+        return {}
 
     def reward(self, env) -> None:  # pragma: no cover - every task defines it
         raise NotImplementedError
@@ -147,14 +166,17 @@ class Walk(Task):
     on the floor), L the body length (hexapod 0.06 m, NeuroMechFly 2.5 mm: body lengths per
     second), target the joint targets the step applied (the actions clamped to the actuators'
     ranges, as the controls hold them: an action of 1e6 costs what the range's end costs),
-    c_energy = 0.05 /rad^2, c_fall = 10, alive = 0.1.
+    c_energy = 0.05 /rad^2, c_fall = 10, alive = 0.1. The terms are in ``info`` after each
+    step (as Isaac Lab and mjlab log theirs): ``reward/forward``, ``reward/energy`` and
+    ``reward/fall`` [W], signed as they enter r (r = their sum + alive).
     """
 
     name = "walk"
+    reward_unit = "body lengths/s"
     observe = ("joints", "joint_vel", "thorax_height", "thorax_quat", "thorax_vel", "action")
 
     def __init__(self, *, body_length: float | None = None, c_energy: float = 0.05, c_fall: float = 10.0,
-                 alive: float = 0.1, init: str = "default", **kw):
+                 alive: float = 0.1, init: str = "reference", **kw):
         super().__init__(init=init, **kw)
         self.body_length, self.c_energy, self.c_fall, self.alive = body_length, c_energy, c_fall, alive
 
@@ -162,6 +184,7 @@ class Walk(Task):
         W, dev = env.num_envs, env.device
         self.L = self.body_length or body_length(env.model_unit)
         self._t = [torch.empty(W, device=dev) for _ in range(3)]
+        self._terms = {f"reward/{k}": torch.zeros(W, device=dev) for k in ("forward", "energy", "fall")}
         self._sq = torch.empty_like(env.actions)
         q, v, lay = env.sim.view("qpos"), env.sim.view("qvel"), env.layout
         self._qw, self._qx, self._qy, self._qz = (q[:, lay.root_adr + 3 + i] for i in range(4))
@@ -169,17 +192,19 @@ class Walk(Task):
 
     def reward(self, env) -> None:
         fx, fy, norm = self._t
+        forward, energy, fall = self._terms.values()
         fx.copy_(self._qy).mul_(self._qy).addcmul_(self._qz, self._qz).mul_(-2.0).add_(1.0)  # heading x
         fy.copy_(self._qx).mul_(self._qy).addcmul_(self._qw, self._qz).mul_(2.0)             # heading y
         norm.copy_(fx).mul_(fx).addcmul_(fy, fy).add_(1e-12).sqrt_()
-        r = env.rewards
-        r.copy_(self._vx).mul_(fx).addcmul_(self._vy, fy).div_(norm).mul_(1.0 / self.L)
+        forward.copy_(self._vx).mul_(fx).addcmul_(self._vy, fy).div_(norm).mul_(1.0 / self.L)
         torch.index_select(env.sim.view("ctrl"), 1, env.layout.act_ids, out=self._sq)  # the applied targets
         self._sq.square_()
-        torch.mean(self._sq, 1, out=fx)
-        r.add_(fx, alpha=-self.c_energy)
-        fy.copy_(env.terminated)
-        r.add_(fy, alpha=-self.c_fall).add_(self.alive)
+        torch.mean(self._sq, 1, out=energy).mul_(-self.c_energy)
+        fall.copy_(env.terminated).mul_(-self.c_fall)
+        env.rewards.copy_(forward).add_(energy).add_(fall).add_(self.alive)
+
+    def info(self) -> dict:
+        return dict(self._terms)
 
 
 class Approach(Task):
@@ -195,9 +220,15 @@ class Approach(Task):
 
     the closing speed in body lengths per second. Observations: the gait's (``reference``,
     ``phase``) and, with ``vision=``, both eyes' readouts, which see the pillar.
+
+    Success measures (``info``, after every step and reset): ``distance`` [W], the thorax's
+    distance to the pillar's axis in body lengths (in the floor plane), and ``bearing`` [W],
+    the pillar's direction from the fly's heading in rad ([-pi, pi), positive to the left); for a
+    world reset in the step, its new episode's (as its observation).
     """
 
     name = "approach"
+    reward_unit = "body lengths/s"
     observe = ("joints", "joint_vel", "thorax_height", "thorax_quat", "thorax_vel", "reference", "phase")
     needs_motion = True
 
@@ -210,13 +241,13 @@ class Approach(Task):
                            f"jitter={jitter}")
         self.distance, self.radius, self.height, self.bearings, self.jitter = distance, radius, height, bearings, jitter
 
-    def decorate(self, spec, length: float) -> None:
+    def bodies(self, length: float) -> list[dict]:
         L = length
-        body = spec.worldbody.add_body(name="pillar", pos=[0.0, 0.0, 0.5 * self.height * L])
-        for axis, name in (([1.0, 0.0, 0.0], "pillar_x"), ([0.0, 1.0, 0.0], "pillar_y")):
-            body.add_joint(name=name, type=mujoco.mjtJoint.mjJNT_SLIDE, axis=axis, damping=1.0)
-        body.add_geom(name="pillar", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[self.radius * L, 0.5 * self.height * L, 0],
-                      rgba=[0.1, 0.1, 0.12, 1.0], contype=0, conaffinity=0, group=0, mass=1.0)
+        return [{"name": "pillar", "pos": [0.0, 0.0, 0.5 * self.height * L],
+                 "joints": [{"name": n, "type": "slide", "axis": axis, "damping": 1.0}
+                            for axis, n in (([1.0, 0.0, 0.0], "pillar_x"), ([0.0, 1.0, 0.0], "pillar_y"))],
+                 "geoms": [{"name": "pillar", "type": "cylinder", "size": [self.radius * L, 0.5 * self.height * L, 0.0],
+                            "rgba": [0.1, 0.1, 0.12, 1.0], "contype": 0, "conaffinity": 0, "group": 0, "mass": 1.0}]}]
 
     def _pillar_adrs(self, env) -> tuple[int, int]:
         mjm = env.sim.mjm
@@ -225,9 +256,6 @@ class Approach(Task):
             raise EnvError("the approach task's pillar is missing from the model: build the worlds with "
                            "flycuda.env.make (it adds it), or decorate the MjSpec with Approach.decorate")
         return int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])
-
-    def own_qpos(self, env) -> list[int]:
-        return list(self._pillar_adrs(env))
 
     def init_frames(self, env) -> torch.Tensor:
         T = env.motion.num_frames
@@ -240,11 +268,18 @@ class Approach(Task):
 
     def initial_states(self, env, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         qpos, qvel = super().initial_states(env, frames)
+        return self._place(env, frames, qpos), qvel
+
+    def settled(self, env, frames, qpos, qvel):
+        return self._place(env, frames, qpos), qvel  # around where the fly settled
+
+    def _place(self, env, frames: torch.Tensor, qpos: torch.Tensor) -> torch.Tensor:
+        """The pillars ``distance`` body lengths from each state's thorax, at its bearing."""
         L, (ax, ay), root = body_length(env.model_unit), self._pillar_adrs(env), env.layout.root_adr
         b = self.bearing(frames)
         qpos[:, ax] = (qpos[:, root] + self.distance * L * torch.cos(b)).float()
         qpos[:, ay] = (qpos[:, root + 1] + self.distance * L * torch.sin(b)).float()
-        return qpos, qvel
+        return qpos
 
     def noise_scales(self, env) -> tuple[torch.Tensor, torch.Tensor]:
         qn, vn = super().noise_scales(env)
@@ -256,15 +291,30 @@ class Approach(Task):
         q, v, lay = env.sim.view("qpos"), env.sim.view("qvel"), env.layout
         ax, ay = self._pillar_adrs(env)
         self.L = body_length(env.model_unit)
-        self._d = [torch.empty(env.num_envs, device=env.device) for _ in range(3)]
+        self._d = [torch.empty(env.num_envs, device=env.device) for _ in range(5)]
+        self.distance, self.bearing_now = (torch.zeros(env.num_envs, device=env.device) for _ in range(2))
         self._fx, self._fy, self._px, self._py = q[:, lay.root_adr], q[:, lay.root_adr + 1], q[:, ax], q[:, ay]
+        self._q = [q[:, lay.root_adr + 3 + i] for i in range(4)]  # the thorax's quaternion (w, x, y, z)
         self._vx, self._vy = v[:, lay.root_dof], v[:, lay.root_dof + 1]
 
-    def reward(self, env) -> None:
-        dx, dy, n = self._d
+    def measure(self, env) -> None:
+        dx, dy, n, hx, hy = self._d
         torch.sub(self._px, self._fx, out=dx)
         torch.sub(self._py, self._fy, out=dy)
         n.copy_(dx).mul_(dx).addcmul_(dy, dy).add_(1e-12).sqrt_()
+        torch.mul(n, 1.0 / self.L, out=self.distance)
+        qw, qx, qy, qz = self._q
+        hx.copy_(qy).mul_(qy).addcmul_(qz, qz).mul_(-2.0).add_(1.0)  # the heading: the body's x axis
+        hy.copy_(qx).mul_(qy).addcmul_(qw, qz).mul_(2.0)
+        torch.atan2(dy, dx, out=self.bearing_now)
+        torch.atan2(hy, hx, out=hx)
+        self.bearing_now.sub_(hx).add_(math.pi).remainder_(2 * math.pi).sub_(math.pi)
+
+    def info(self) -> dict:
+        return {"distance": self.distance, "bearing": self.bearing_now}
+
+    def reward(self, env) -> None:
+        dx, dy, n = self._d[:3]  # measured after this step's observation
         env.rewards.copy_(self._vx).mul_(dx).addcmul_(self._vy, dy).div_(n).mul_(1.0 / self.L)
 
 

@@ -52,7 +52,7 @@ class LoopRecorder:
     """
 
     def __init__(self, sim, observe, store=None, *, steps: int, model: str | None = None, overwrite: bool = False,
-                 chunk_bytes: int = CHUNK_BYTES, timestep: float | None = None):
+                 chunk_bytes: int = CHUNK_BYTES, timestep: float | None = None, facts: dict | None = None):
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise RecordingError(f"steps must be a positive integer (the loop's length), got {steps!r}")
         items = [observe] if isinstance(observe, (str, Observable)) else list(observe)
@@ -71,7 +71,7 @@ class LoopRecorder:
         if store is not None:
             target = zstore.memory_store() if store == "memory" else store
             facts = dict(timestep=dt, worlds=sim.nworld, steps=steps, source="flycuda.recording.LoopRecorder",
-                         **({"model": model} if model is not None else {}))
+                         **({"model": model} if model is not None else {}), **(facts or {}))
             self.group = zstore.create(target, self.recorder.array_specs(sim.nworld), facts, overwrite=overwrite)
             self.writer = zstore.Writer(self.group, device=sim.device)
             self.recorder.attach(self.writer)

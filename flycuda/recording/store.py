@@ -136,8 +136,9 @@ def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = Fa
                 a.name, shape=(a.worlds, a.rows, len(a.columns)), dtype="float32", fill_value=math.nan,
                 chunks=(a.world_chunk, a.rows_chunk, max(1, len(a.columns))),
                 dimension_names=("world", f"{a.name}_time", f"{a.name}_column"),
-                attributes={**a.attrs, "columns": list(a.columns), "every": a.every, "units": UNITS.get(kind, ""),
-                            "timestep": attrs.get("timestep"), "observable": a.observable, "rows_written": 0})
+                attributes={"columns": list(a.columns), "every": a.every, "units": UNITS.get(kind, ""),
+                            "timestep": attrs.get("timestep"), "observable": a.observable, "rows_written": 0,
+                            **a.attrs})  # an observable's own attrs (its units per column, ...) win
             times = np.arange(a.rows, dtype=np.float64) * a.every * float(attrs.get("timestep") or 0.0)
             _coordinate(group, f"{a.name}_time", times, {"units": "s", "long_name": f"time of each {a.name} sample"})
             _coordinate(group, f"{a.name}_column", np.array(list(a.columns), dtype=str), {"long_name": "column"})

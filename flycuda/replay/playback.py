@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from ..recording.reader import Recording, RecordingError, parse_worlds
 from ..render import FrameWriter, TileRenderer, camera_arg
-from ..sim.worlds import build_worlds
+from ..sim.worlds import add_bodies, build_worlds
 from ..vision.eyes import flygym_retina, mosaic_with_eyes
 
 __all__ = ["render_recording", "PlaybackResult"]
@@ -83,7 +83,9 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
         if not info.get("model"):
             raise RecordingError("the recording does not name its model (it was made from a Sim given to replay): "
                                  "pass sim= (that model, one world per selected world)")
-        built = build_worlds(info["model"], len(ids), device)
+        bodies = info.get("bodies") or []  # a task's objects (flycuda env's approach pillar), drawn again
+        built = build_worlds(info["model"], len(ids), device,
+                             decorate=(lambda spec: add_bodies(spec, bodies)) if bodies else None)
         sim, camera = built.sim, camera or info.get("camera") or built.camera
     camera = camera or info.get("camera") or "track"
     if sim.nworld != len(ids) or sim.mjm.nq != qpos.shape[2]:
