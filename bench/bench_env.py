@@ -64,8 +64,7 @@ class ByHand:
         done = ~torch.isfinite(qpos).all(1) | (z < 0.3 * self.init_q[self.root + 2]) | (up < 0) | \
             (self.steps >= env.max_episode_steps)
         if bool(done.any()):                                                            # reset(worlds_mask)
-            with sim._wp.ScopedDevice(sim.wp_device):
-                sim._mjw.reset_data(sim.model, sim.data, reset=sim._wp.from_torch(done))
+            sim.reset(done)
             qpos[done] = self.init_q
             qvel[done] = self.init_v
             self.steps[done] = 0
@@ -126,8 +125,7 @@ class ByFlyGym:
             (self.steps >= env.max_episode_steps)
         if bool(done.any()):
             self.mask.copy_(done)
-            with env.sim._wp.ScopedDevice(env.sim.wp_device):
-                env.sim._mjw.reset_data(env.sim.model, env.sim.data, reset=self.mask_wp)
+            env.sim.reset(self.mask_wp)
             gs.set_state(wp.from_torch(self.init_q), wp.from_torch(self.init_v), worlds_mask=self.mask_wp)
             self.steps[done] = 0
         self.obs = torch.cat([angles, wp.to_torch(self.vel)[:, self.driven], qpos[:, env.layout.root_adr + 2:
@@ -174,7 +172,7 @@ def memory_per_world(W: int, device: str, model: str = "hexapod") -> list[list]:
     recording, the initial states, the retina's maps) plus bytes per world."""
     if model == "hexapod":
         cases = [("default (imitate)", None, None), ("joints only", ("joints",), None),
-                 ("all but vision", tuple(g for g in GROUPS if g != "vision"), None)]
+                 ("all but vision and contacts", tuple(g for g in GROUPS if g not in ("vision", "contacts")), None)]
     else:
         cases = [("default (imitate)", None, None), ("+ vision fast:4", None, "fast:4"), ("+ vision exact", None, "exact")]
     rows = []
@@ -182,7 +180,7 @@ def memory_per_world(W: int, device: str, model: str = "hexapod") -> list[list]:
         total = []
         for w in (W, 4 * W):
             env = fe.make("imitate", worlds=w, model=model, device=device, observe=groups, vision=vision)
-            v = env._vision
+            v = env.vision
             total.append(_bytes(env, v, v.renderer if v else None, v.map if v else None))
         slope = (total[1] - total[0]) / (3 * W)
         rows.append([model, name, f"{total[0]:,.0f}", f"{total[1]:,.0f}", f"{slope:,.0f}", f"{total[0] - slope * W:,.0f}"])
@@ -199,11 +197,11 @@ def vision_reset_rows(W: int, args) -> list[list]:
     env._reset_every_step = True
     obs, _ = env.reset(seed=0)
     ref = env.obs_slice("reference")
-    masked = env._vision.update
+    masked = env.vision.update
     full = lambda only=None: masked(None)  # noqa: E731  (every world's eyes, whatever was reset)
 
     def step(update):
-        env._vision.update = update
+        env.vision.update = update
         env.step(obs[:, ref].clone())
 
     none = torch.zeros(W, dtype=torch.bool, device=env.device)  # no world was reset

@@ -315,7 +315,7 @@ def test_neuromechfly_wrapped_gpu_simulation_with_eyes():
         obs, rew, term, *_ = env.step(obs[:, env.obs_slice("reference")].clone())
     assert not term.any() and (rew > 0.9).all()
     names = [n for n in env.obs_names if n.startswith("vision:")]
-    assert len(names) == 2 * 721 * 2 and names[0] == "vision:left:0:y"
+    assert len(names) == 2 * 721 * 2 and names[0] == "vision:left:0:yellow" and names[-1] == "vision:right:720:pale"
     contacts = [n for n in env.obs_names if n.startswith("contact:")]
     assert contacts and torch.equal(obs[:, env.obs_slice("contacts")],
                                     env.sim.view("sensordata")[:, [a for _, a in env.layout.contacts]])
@@ -444,8 +444,8 @@ def test_eyes_after_a_partial_reset_equal_a_full_render():
                   model="neuromechfly", control_dt=2e-4, vision="fast:2", observe=("joints", "vision"))
     obs, _ = env.reset(seed=1)
     calls = []
-    update = env._vision.update
-    env._vision.update = lambda only=None: calls.append(None if only is None else only.tolist()) or update(only)
+    update = env.vision.update
+    env.vision.update = lambda only=None: calls.append(None if only is None else only.tolist()) or update(only)
     env.sim.view("overflow")[1] = 1  # world 1 ends in this step (as a MuJoCo Warp overflow would end it)
     obs, _, term, trunc, _ = env.step(torch.zeros(3, 42))
     assert (term | trunc).tolist() == [False, True, False] and calls == [None, [False, True, False]]

@@ -79,3 +79,21 @@ def test_rescale_action_on_the_device_and_gymnasiums_on_the_cpu():
     assert torch.allclose(env.actions, hi.expand(2, -1))
     with pytest.raises(ValueError, match="low < high"):
         RescaleAction(env, 1.0, -1.0)
+
+
+def test_gymnasiums_numpy_wrappers_behind_array_conversion():
+    """On the CPU, gymnasium's own numpy wrappers run behind ArrayConversion (torch -> numpy)."""
+    pytest.importorskip("array_api_compat")
+    from gymnasium.wrappers.vector import ArrayConversion, DictInfoToList, RecordEpisodeStatistics
+    from gymnasium.wrappers.vector import NormalizeReward as GymNormalizeReward
+
+    env = RecordEpisodeStatistics(GymNormalizeReward(ArrayConversion(
+        fe.make("walk", worlds=2, device="cpu", max_episode_steps=3), env_xp=torch, target_xp=np)))
+    env.reset(seed=0)
+    for _ in range(3):
+        obs, r, term, trunc, info = env.step(np.zeros((2, 42), dtype=np.float32))
+    assert isinstance(obs, np.ndarray) and trunc.all() and info["_episode"].all() and (info["episode"]["l"] == 3).all()
+    listed = DictInfoToList(ArrayConversion(fe.make("walk", worlds=2, device="cpu"), env_xp=torch, target_xp=np))
+    listed.reset(seed=0)
+    *_, infos = listed.step(np.zeros((2, 42), dtype=np.float32))
+    assert isinstance(infos, list) and len(infos) == 2 and "reward/forward" in infos[0]  # (masked keys where set)

@@ -90,3 +90,33 @@ def test_the_bit_table_names_every_bit_of_mujoco_warps():
     assert bits == set(OVERFLOW_BITS)
     assert DROPPED_BITS & int(mjw.OverflowType.NEFC) and DROPPED_BITS & int(mjw.OverflowType.NARROWPHASE)
     assert not DROPPED_BITS & (int(mjw.OverflowType.ITERATIONS) | int(mjw.OverflowType.LS_ITERATIONS))
+
+
+def test_sim_reset_restarts_the_marked_worlds_and_clears_their_bits():
+    sim = _tiny_sim(3, njmax=4)
+    sim.view("qpos")[:, 2] = 0.01
+    sim.step()
+    assert set(sim.overflowed()) == {0, 1, 2}
+    before = sim.view("qpos").clone()
+    sim.reset(torch.tensor([False, True, False]))
+    q = sim.view("qpos")
+    assert torch.equal(q[[0, 2]], before[[0, 2]]) and torch.equal(q[1], torch.as_tensor(sim.mjm.qpos0, dtype=torch.float32))
+    assert set(sim.overflowed()) == {0, 2}
+
+
+@pytest.mark.needs_cuda
+def test_the_captured_step_ends_overflowed_worlds_on_cuda():
+    """On a GPU the overflow check runs inside the captured control step (graph launches)."""
+    from flycuda import env as fenv
+    from flycuda.sim import Sim, tripod_gait
+
+    sim = Sim.build(None, 3, device="cuda", njmax=4)
+    env = fenv.make("walk", sim=sim, motion=tripod_gait(), control_dt=60 * sim.timestep, settle=0.0)
+    env.reset(seed=0)
+    hold = torch.zeros(3, 42, device="cuda")
+    ended = 0
+    for _ in range(4):  # eager, captured, then graph launches
+        _, _, term, trunc, info = env.step(hold)
+        ended += int(trunc.sum())
+        assert not term.any() and torch.equal(info["_overflow"], trunc)
+    assert env._graph is not None and ended > 0

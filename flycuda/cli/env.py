@@ -101,8 +101,8 @@ def _recorder(env, args, steps: int):
                       attrs={"units": [env.task.reward_unit]}),
            Observable("episode", "env", env.status, _ids(3, env), ["terminated", "truncated", "overflow"], 1,
                       attrs={"units": ["flag", "flag", "MuJoCo Warp's overflow bits (flycuda.sim.mjwarp.OVERFLOW_BITS)"]})]
-    if env._vision is not None:  # the eyes at the video's rate: flycuda render draws them under each world
-        own.append(readouts_observable(env._vision, every, f"vision:{args.vision}"))
+    if env.vision is not None:  # the eyes at the video's rate: flycuda render draws them under each world
+        own.append(readouts_observable(env.vision, every, f"vision:{args.vision}"))
     qpos = resolve(env.sim, [f"qpos@{every}"], timestep=env.control_dt)[0]  # the task's objects too
     bodies = env.task.bodies(body_length(env.model_unit))  # stored: flycuda render draws them again
     return LoopRecorder(env.sim, [qpos] + own, args.record, steps=steps, model=args.model,

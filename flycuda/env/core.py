@@ -65,11 +65,11 @@ class FlyVecEnv(VectorEnv):
         self.settle_seconds = float(settle)
         self.layout = FlyLayout.of(sim, act_ids.to(sim.device), names)
         W, A, dev = self.num_envs, len(names), self.device
-        self._vision = self._make_vision(vision)
+        self.vision = self._make_vision(vision)
         self._buffers(W, A, dev, motion, interp)
         observe = (observe,) if isinstance(observe, str) else observe  # one group by its name
         groups = tuple(observe) if observe is not None else task.observe + (("vision",) if vision else ())
-        if "vision" in groups and self._vision is None:
+        if "vision" in groups and self.vision is None:
             raise EnvError("observation 'vision' needs vision='exact' or 'fast:K' (and a fly with eyes)")
         if ("reference" in groups or "phase" in groups or task.needs_motion) and motion is None:
             raise EnvError(f"task {task.name!r} and observations 'reference'/'phase' need a recording (motion=)")
@@ -107,7 +107,7 @@ class FlyVecEnv(VectorEnv):
             raise EnvError(f"vision={vision!r}: {e}") from None
 
     def _num_ommatidia(self) -> int:
-        return self._vision.map.num_ommatidia if self._vision is not None else 0
+        return self.vision.map.num_ommatidia if self.vision is not None else 0
 
     def _buffers(self, W, A, dev, motion, interp) -> None:
         self.actions = torch.zeros(W, A, device=dev)
@@ -145,7 +145,7 @@ class FlyVecEnv(VectorEnv):
 
         self._done_wp = wp.from_torch(self.done, dtype=wp.bool)
         views = [self.sim.view(f) for f in ("qpos", "qvel", "ctrl")]
-        vis = self._vision.readouts.view(W, -1) if self._vision is not None else torch.zeros(W, 1, device=dev)
+        vis = self.vision.readouts.view(W, -1) if self.vision is not None else torch.zeros(W, 1, device=dev)
         sensors = self.sim.view("sensordata")
         sensors = sensors if sensors.shape[1] > 0 else torch.zeros(W, 1, device=dev)
         self._sources = views + [self.reference, self.phase, self.sim.view("actuator_force"), vis, sensors]
@@ -187,17 +187,16 @@ class FlyVecEnv(VectorEnv):
             p = self._phase64.copy_(self.world_steps).mul_(self.frames_per_step).add_(self.offsets)
             p.remainder_(T) if self.frame_mode == "loop" else p.clamp_(0.0, T - 1.0)
             self.phase[:, 0].copy_(p.div_(T))
-        if self._vision is not None:
+        if self.vision is not None:
             self.sim.kinematics()
-            self._vision.update(only=reset)
+            self.vision.update(only=reset)
         ops.gather_columns(self._sources, self._angle_columns, self.angles)
         ops.gather_columns(self._sources, self._columns, self.obs)
         self.task.measure(self)
 
     def _reset_done(self) -> None:
         """A new episode in every world marked in ``done`` (MuJoCo Warp's reset, then ours)."""
-        with self.sim._wp.ScopedDevice(self.sim.wp_device):
-            self.sim._mjw.reset_data(self.sim.model, self.sim.data, reset=self._done_wp)
+        self.sim.reset(self._done_wp)
         qpos, qvel = self.sim.view("qpos"), self.sim.view("qvel")
         ops.reset_worlds(self.done, *self._init, self.seed_value, qpos, qvel, self.world_steps, self.episodes,
                          self.offsets)

@@ -10,6 +10,7 @@ import mujoco
 import torch
 
 from ..errors import EnvError
+from ..vision.eyes import readout_names
 
 # The observation groups, in the order they appear when asked for, with what each holds.
 GROUPS = {
@@ -109,8 +110,7 @@ class FlyLayout:
                                "ground-contact sensors); this model has none")
             return [(n, src["sensordata"], a) for n, a in self.contacts]
         if name == "vision":
-            return [(f"vision:{eye}:{o}:{'yp'[c]}", src["vision"], (e * num_ommatidia + o) * 2 + c)
-                    for e, eye in enumerate(("left", "right")) for o in range(num_ommatidia) for c in range(2)]
+            return [(n, src["vision"], i) for i, n in enumerate(readout_names(num_ommatidia))]  # the store's names
         raise EnvError(f"unknown observation {name!r}; the observations are: {', '.join(GROUPS)}")
 
 

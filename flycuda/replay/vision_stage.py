@@ -31,7 +31,7 @@ import torch
 
 from ..recording.observables import Observable, parse_rate
 from ..sim import streams
-from ..vision.eyes import Vision, VisionError
+from ..vision.eyes import Vision, VisionError, readout_names
 
 __all__ = ["VisionSpec", "VisionStage", "parse_vision", "DEFAULT_HZ"]
 
@@ -172,7 +172,7 @@ def readouts_observable(v, every: int, spec: str, update=None) -> Observable:
     every ``every`` steps; ``update``: what computes them at a sample (None: they are fresh
     at every step, as in flycuda.env)."""
     S, E, O, K = v.readouts.shape
-    names = [f"{eye}{o}:{kind}" for eye in ("L", "R") for o in range(O) for kind in ("yellow", "pale")]
+    names = readout_names(O)
     attrs = {"sample_shape": [E, O, K], "dims": ["eye", "ommatidium", "type"], "eyes": ["left", "right"],
              "types": ["yellow", "pale"], "cameras": list(v.cameras), "mode": v.mode,
              "k": v.k if v.mode == "fast" else None, "rays_per_readout": v.rays_per_readout}

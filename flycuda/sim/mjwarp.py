@@ -283,6 +283,14 @@ class Sim:
         bits = self.view("overflow").cpu().tolist()
         return {w: overflow_words(b) for w, b in enumerate(bits) if b}
 
+    def reset(self, mask) -> None:
+        """MuJoCo Warp's own reset (``mjw.reset_data``) of the worlds ``mask`` marks (bool [W]:
+        a torch tensor on the Sim's device or a Warp array; the others untouched): qpos0,
+        zero velocities, contacts, warm starts, time and the overflow bits cleared."""
+        m = self._wp.from_torch(mask, dtype=self._wp.bool) if isinstance(mask, torch.Tensor) else mask
+        with self._wp.ScopedDevice(self.wp_device):
+            self._mjw.reset_data(self.model, self.data, reset=m)
+
     def kinematics(self) -> None:
         """Poses (bodies, geoms, cameras, lights) from qpos alone, as FlyGym's renderers
         do before drawing a recorded state: mjw.kinematics, com_pos, camlight."""

@@ -29,6 +29,14 @@ from ..render import RenderError, TileRenderer, mosaic
 from .retina import RetinaMap
 
 
+def readout_names(num_ommatidia: int) -> list[str]:
+    """The names of the readouts [2, O, 2] flattened, one name in every store and observation
+    (flycuda.env's ``vision`` columns, the replay's and the env's recorded ``vision`` array):
+    ``vision:left:0:yellow``, ``vision:left:0:pale``, ..., ``vision:right:{O-1}:pale``."""
+    return [f"vision:{eye}:{o}:{kind}" for eye in ("left", "right") for o in range(num_ommatidia)
+            for kind in ("yellow", "pale")]
+
+
 def eye_cameras(mjm) -> list[str]:
     """The names of the model's eye cameras (FlyGym's add_vision: ``*l_eye_cam_camera``
     then ``*r_eye_cam_camera``, left then right as get_ommatidia_readouts orders them);
