@@ -171,7 +171,8 @@ def test_gymnasium_vector_api():
     (lambda: fe.make("walk", worlds=2, observe=("joints", "smell")), "unknown observation 'smell'"),
     (lambda: fe.make("walk", worlds=2, observe=("contacts",)), "'contacts' needs contact sensors"),
     (lambda: fe.make("walk", worlds=2, vision="exact"), "add_vision"),
-    (lambda: fe.make("walk", worlds=2, vision="blurry"), "vision must be None, 'exact' or 'fast:K'"),
+    (lambda: fe.make("walk", worlds=2, vision="blurry"), "vision must be None or a spec such as 'exact', 'fast'"),
+    (lambda: fe.make("walk", worlds=2, vision="fast:2@100hz"), r"a rate \(@\.\.\.\) is the replay's: drop it"),
     (lambda: fe.make("walk", worlds=2, control_dt=0.0007), "control_dt must be a whole multiple"),
     (lambda: fe.make("imitate", worlds=2, sigma=-1), "sigma must be > 0"),
     (lambda: fe.make("walk", worlds=2, flavour=3), "task 'walk' has no option 'flavour'; its options are: "),
@@ -573,3 +574,17 @@ def test_a_tasks_objects_are_recorded_and_drawn_again(tmp_path, capsys):
     frames = []
     res = render_recording(str(store2), None, size=(32, 24), progress=False, frame_callback=frames.append)
     assert res.frames == len(frames) > 0
+
+
+
+@pytest.mark.parametrize("spec", ["exact", "fast", "fast:3", "FAST:2"])
+def test_env_and_replay_share_the_vision_grammar(spec):
+    """One grammar (flycuda.vision.spec) for both: every mode string the replay takes passes the
+    env's check (the hexapod then has no eyes: the next check speaks)."""
+    from flycuda.replay import vision_stage
+    from flycuda.vision import spec as vspec
+
+    assert vision_stage.parse_vision is vspec.parse_vision
+    vspec.parse_vision(spec)
+    with pytest.raises(EnvError, match="add_vision"):
+        fe.make("walk", worlds=2, vision=spec)

@@ -45,7 +45,8 @@ def add_parser(sub, positive_int, positive_float, size=None) -> None:
     e.add_argument("--max-episode-steps", type=int, default=500, metavar="N",
                    help="control steps before an episode is truncated (0: never; default 500)")
     e.add_argument("--vision", default=None, metavar="MODE",
-                   help="exact or fast:K: the eyes join the observations (default fast:2 for approach on neuromechfly)")
+                   help="exact, fast or fast:K (the replay's grammar, without a rate: the eyes are read every "
+                        "control step): the eyes join the observations (default fast:2 for approach on neuromechfly)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--record", default=None, metavar="OUT.zarr",
                    help="a zarr store: observations, actions, rewards and the episode flags every control step; "

@@ -28,6 +28,7 @@ from .. import ops
 from ..errors import CaptureAllocationError, CaptureError, EnvError, VisionError
 from ..sim import streams
 from ..sim.mjwarp import DROPPED_BITS
+from ..vision.spec import parse_vision
 from .layout import SOURCES, FlyLayout, columns_of, unit_of
 from .settle import SETTLE_SECONDS, settle
 
@@ -96,13 +97,17 @@ class FlyVecEnv(VectorEnv):
     def _make_vision(self, vision):
         if vision is None:
             return None
-        mode, _, k = str(vision).partition(":")
-        if mode not in ("exact", "fast") or (mode == "exact" and k) or (mode == "fast" and not k.isdigit()):
-            raise EnvError(f"vision must be None, 'exact' or 'fast:K' (K rays per ommatidium), got {vision!r}")
+        try:  # the replay's grammar (flycuda.vision.spec): exact, fast, fast:K
+            spec = parse_vision(vision)
+        except VisionError as e:
+            raise EnvError(f"vision must be None or a spec such as 'exact', 'fast' or 'fast:4' ({e})") from None
+        if spec.every is not None or spec.hz is not None:
+            raise EnvError(f"vision={vision!r}: an environment reads the eyes at every control step "
+                           f"({self.sim.timestep * self.decimation:g} s); a rate (@...) is the replay's: drop it")
         from ..vision import Vision  # noqa: PLC0415  (the renderer loads only when eyes are asked for)
 
         try:
-            return Vision(self.sim, mode=mode, k=int(k) if k else 4)
+            return Vision(self.sim, mode=spec.mode, k=spec.k)
         except VisionError as e:
             raise EnvError(f"vision={vision!r}: {e}") from None
 
