@@ -57,17 +57,15 @@ def diagnose(f: dict) -> tuple[list[str], bool]:
         else:
             problems.append("the driver is there but torch sees no GPU (CUDA_VISIBLE_DEVICES? a container "
                             "without the GPU?); check nvidia-smi")
-    for g in f["gpus"] if f["cuda_kernels"] else []:  # one judge with the device choice (flycuda.driver)
-        how = arch_coverage(g["capability"], f["archs"]) or ""
-        why = kernel_support(f["driver_cuda"], f.get("built_cuda"), ptx=how.startswith("PTX"))
-        if why and why not in problems:
-            problems.append(why)
     if f["gpus"] and not f["cuda_kernels"]:
         problems.append("flycuda._C was built without its CUDA kernels (no toolkit at build time, or "
                         "FLYCUDA_FORCE_CPU=1): rebuild with a CUDA toolkit, e.g. CUDA_HOME=/usr/local/cuda "
                         "pip install --no-build-isolation -e .")
-    for g in f["gpus"] if f["cuda_kernels"] else []:
+    for g in f["gpus"] if f["cuda_kernels"] else []:  # one judge with the device choice (flycuda.driver)
         how = arch_coverage(g["capability"], f["archs"])
+        why = kernel_support(f["driver_cuda"], f.get("built_cuda"), ptx=bool(how and how.startswith("PTX")))
+        if why and why not in problems:
+            problems.append(why)
         if how is None:
             problems.append(arch_problem(g["capability"], f["archs"], g["name"]))
         else:

@@ -43,12 +43,14 @@ class FlyVecEnv(VectorEnv):
     ``AutoresetMode.SAME_STEP``: a world whose episode ended in a step is reset inside it;
     the step returns its new episode's first observation, and ``info["final_obs"]`` [W, O]
     holds the last observation of every world's episode in the rows ``info["_final_obs"]``
-    marks. ``obs_units`` gives each column's unit. ``info["overflow"]`` [W] int32 holds MuJoCo Warp's overflow bits of each world's episode
-    so far (:data:`flycuda.sim.mjwarp.OVERFLOW_BITS`): a step that had to drop constraint rows or
+    marks. ``obs_names`` names every observation column and ``obs_units`` gives its unit.
+
+    ``info["overflow"]`` [W] int32 holds MuJoCo Warp's overflow bits of each world's episode so
+    far (:data:`flycuda.sim.mjwarp.OVERFLOW_BITS`): a step that had to drop constraint rows or
     contacts (:data:`~flycuda.sim.mjwarp.DROPPED_BITS`, marked in ``info["_overflow"]``) ends its
-    world as truncated, since its state is no longer MuJoCo's (nor a terminal state of the task). ``info["nonfinite_action"]`` [W] bool marks the worlds given a
-    non-finite action (let through by ``check_actions=False``), which end too.
-    ``obs_names`` names every observation column.
+    world as truncated, since its state is no longer MuJoCo's (nor a terminal state of the
+    task). ``info["nonfinite_action"]`` [W] bool marks the worlds given a non-finite action
+    (let through by ``check_actions=False``), which end too.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}

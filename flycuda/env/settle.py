@@ -27,9 +27,11 @@ _CACHE_SIZE = 16
 
 
 def _key(mjm, *arrays, seconds: float) -> str:
-    h = hashlib.sha1()
-    h.update(repr((mjm.nq, mjm.nv, mjm.nu, mjm.nbody, mjm.ngeom, float(mjm.opt.timestep))).encode())
-    for a in (mjm.qpos0, mjm.body_mass, mjm.geom_size, mjm.actuator_gainprm, *arrays):
+    """The cache key: the whole compiled model (its binary form), the states and the time."""
+    model = np.empty(mujoco.mj_sizeModel(mjm), np.uint8)
+    mujoco.mj_saveModel(mjm, None, model)
+    h = hashlib.sha1(model.tobytes())
+    for a in arrays:
         h.update(np.ascontiguousarray(a).tobytes())
     h.update(repr(float(seconds)).encode())
     return h.hexdigest()

@@ -26,6 +26,14 @@ def body_length(model_unit: str) -> float:
     return 2.5 if model_unit == "mm" else 0.06
 
 
+def heading_into(quat, hx: torch.Tensor, hy: torch.Tensor) -> None:
+    """The body's heading (its x axis in the floor plane, not normalized) into ``hx``, ``hy``
+    [W], from its quaternion views ``quat`` = (w, x, y, z) [W] each; in place (capturable)."""
+    qw, qx, qy, qz = quat
+    hx.copy_(qy).mul_(qy).addcmul_(qz, qz).mul_(-2.0).add_(1.0)
+    hy.copy_(qx).mul_(qy).addcmul_(qw, qz).mul_(2.0)
+
+
 class Task:
     """The parts of an environment a task decides. Subclasses set ``name`` and
     ``observe`` (the default observation groups, :data:`flycuda.env.layout.GROUPS`)."""
@@ -187,14 +195,13 @@ class Walk(Task):
         self._terms = {f"reward/{k}": torch.zeros(W, device=dev) for k in ("forward", "energy", "fall")}
         self._sq = torch.empty_like(env.actions)
         q, v, lay = env.sim.view("qpos"), env.sim.view("qvel"), env.layout
-        self._qw, self._qx, self._qy, self._qz = (q[:, lay.root_adr + 3 + i] for i in range(4))
+        self._q = [q[:, lay.root_adr + 3 + i] for i in range(4)]  # the thorax's quaternion (w, x, y, z)
         self._vx, self._vy = v[:, lay.root_dof], v[:, lay.root_dof + 1]
 
     def reward(self, env) -> None:
         fx, fy, norm = self._t
         forward, energy, fall = self._terms.values()
-        fx.copy_(self._qy).mul_(self._qy).addcmul_(self._qz, self._qz).mul_(-2.0).add_(1.0)  # heading x
-        fy.copy_(self._qx).mul_(self._qy).addcmul_(self._qw, self._qz).mul_(2.0)             # heading y
+        heading_into(self._q, fx, fy)
         norm.copy_(fx).mul_(fx).addcmul_(fy, fy).add_(1e-12).sqrt_()
         forward.copy_(self._vx).mul_(fx).addcmul_(self._vy, fy).div_(norm).mul_(1.0 / self.L)
         torch.index_select(env.sim.view("ctrl"), 1, env.layout.act_ids, out=self._sq)  # the applied targets
@@ -303,9 +310,7 @@ class Approach(Task):
         torch.sub(self._py, self._fy, out=dy)
         n.copy_(dx).mul_(dx).addcmul_(dy, dy).add_(1e-12).sqrt_()
         torch.mul(n, 1.0 / self.L, out=self.distance)
-        qw, qx, qy, qz = self._q
-        hx.copy_(qy).mul_(qy).addcmul_(qz, qz).mul_(-2.0).add_(1.0)  # the heading: the body's x axis
-        hy.copy_(qx).mul_(qy).addcmul_(qw, qz).mul_(2.0)
+        heading_into(self._q, hx, hy)
         torch.atan2(dy, dx, out=self.bearing_now)
         torch.atan2(hy, hx, out=hx)
         self.bearing_now.sub_(hx).add_(math.pi).remainder_(2 * math.pi).sub_(math.pi)

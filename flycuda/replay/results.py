@@ -177,9 +177,9 @@ def peak_memory(dev: torch.device) -> str:
 
 
 def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wall: float, jit_seconds: float,
-                profile_summary: str, recording=None, writer=None) -> ReplayResult:
+                profile_summary: str, recording=None, writer=None, overflow: dict | None = None) -> ReplayResult:
     """The ReplayResult of a finished run (``flycuda.replay.loop.Run``); ``recording``: the
-    store's zarr group, if any."""
+    store's zarr group, if any; ``overflow``: :meth:`flycuda.sim.Sim.overflowed` of its end."""
     if int(run.step[0]) != run.steps:  # the device counter must agree with the host's count
         raise RuntimeError(f"flycuda replay: device step counter {int(run.step[0])} != {run.steps} steps run")
     split = dict(split, render=renders.seconds)
@@ -204,5 +204,5 @@ def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wal
         rows_written=dict(writer.rows) if writer else {}, vision=str(eyes.spec) if eyes else "",
         vision_samples=eyes.samples if eyes else 0, vision_rays=eyes.vision.rays_per_readout if eyes else 0,
         vision_device_bytes=eyes.device_bytes() if eyes else 0, steps_in_launches=run.launched,
-        overflow=sim.overflowed(),
+        overflow=dict(overflow or {}),
         eager_steps=run.eager, split_steps=run.split_steps)

@@ -114,13 +114,14 @@ def replay(settings: ReplaySettings | None = None, *, motion: Motion | None = No
         loop = _run_loop(run, renderer, frame_writer, render_every, progress, profile, graph, steps_per_graph,
                          keep_state, warmup, t_start)
         run.recorder.finish()
+        overflow = sim.overflowed()  # one read of the device: the store's facts and the result
         close_store(group, writer, target, ok=True, rmse=run.recorder.tracker.sq, count=run.recorder.tracker.count,
-                    overflow=sim.overflowed())
+                    overflow=overflow)
     except BaseException as e:
         run.recorder.abort()
         close_store(group, writer, target, ok=False, why=f"{type(e).__name__}: {e}")
         raise
-    return make_result(run, *loop, recording=group, writer=writer)
+    return make_result(run, *loop, recording=group, writer=writer, overflow=overflow)
 
 
 def _run_loop(run, renderer, frame_writer, render_every, progress, profile, graph, steps_per_graph, keep_state,
