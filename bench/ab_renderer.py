@@ -20,8 +20,8 @@ from bench_render import make_scene  # noqa: E402
 from bench_vision import _nmf_worlds  # noqa: E402
 
 import flycuda  # noqa: E402
+from flycuda import flygym as fg  # noqa: E402
 from flycuda.render import TileRenderer  # noqa: E402
-from flycuda.sim import flygym as fg  # noqa: E402
 from flycuda.vision import Vision  # noqa: E402
 
 

@@ -230,7 +230,7 @@ def _pair(W: int, args):
     other = fe.make("imitate", worlds=W, model=args.model, device=args.device, max_episode_steps=50)
     if args.model == "hexapod":
         return env, ByHand(other), "by hand (FlyGym style)"
-    from flycuda.sim import flygym as fg
+    from flycuda import flygym as fg
     setup = fg.Setup(args.model, W, device=args.device)
     other = fe.make("imitate", sim=setup.sim, act_ids=setup.act_ids, motion=fg.spotlight(setup.fly),
                     model=args.model, max_episode_steps=50)

@@ -95,15 +95,15 @@ def memory_by_duration(base: float, tmp: str):
 
 def overhead(device: str, duration: float, repeats: int, tmp: str, models):
     from flycuda.replay import replay
-    from flycuda.sim import build_worlds
+    from flycuda.worlds import resolve
 
     rows = []
     for model in models:
-        built = build_worlds(model, 2, device)
+        built = resolve(model, 2, device=device, motion=False)
         kw = dict(worlds=2, sim=built.sim, duration=duration, progress=False, act_ids=built.act_ids,
                   keep_state=True)
         if built.fly is not None:
-            from flycuda.sim import flygym as fg
+            from flycuda import flygym as fg
 
             kw.update(motion=fg.spotlight(built.fly), interp="cubic")
         with_rec, without = [], []
@@ -141,9 +141,9 @@ def writer_rate(tmp: str, chunks: int = 12):
 
 def afterwards(tmp: str, worlds: int, size, frames: int):
     """flycuda render_recording vs FlyGym's render_trajectories_gpu on the same NeuroMechFly recording."""
+    from flycuda import flygym as fg
     from flycuda.recording import Target
     from flycuda.replay import render_recording, replay
-    from flycuda.sim import flygym as fg
 
     if not fg.available():
         return [["afterwards", "needs FlyGym (its lane)", "-", "-", "render_trajectories_gpu", "-"]]

@@ -69,8 +69,8 @@ def make_scene(scene: str, device: str, worlds: int):
     from flycuda.sim.hexapod import primitives_xml
 
     if scene.startswith("neuromechfly"):
+        from flycuda import flygym as fg
         from flycuda.replay import replay
-        from flycuda.sim import flygym as fg
 
         setup = fg.Setup(scene, worlds, device=device)
         replay(motion=fg.spotlight(setup.fly), worlds=worlds, duration=0.002, sim=setup.sim, act_ids=setup.act_ids,
@@ -120,7 +120,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-record", action="store_true")
     args = p.parse_args(argv)
-    from flycuda.sim import flygym as fg
+    from flycuda import flygym as fg
 
     scenes = [args.scene] if args.scene else args.scenes or (
         ["fly", "fly-mesh"] + (["neuromechfly"] if fg.available() else []))

@@ -92,7 +92,7 @@ def _hexapod_case(W, device, steps, snippet):
 
 def _flygym_case(model, W, device, steps):
     """NeuroMechFly as FlyGym's tutorial builds it; flycuda evaluates the clip's spline."""
-    from flycuda.sim import flygym as fg
+    from flycuda import flygym as fg
 
     setup = fg.Setup(model, W, device=device)
     sim, motion = setup.sim, fg.spotlight(setup.fly)
@@ -168,7 +168,7 @@ def memory_rows(models):
             ours_fixed = T * D * 4
         else:  # both NeuroMechFly variants replay the same clip: its pieces are made once
             if clip_bytes is None:
-                from flycuda.sim import flygym as fg
+                from flycuda import flygym as fg
 
                 clip_bytes = fg.spotlight(fg.neuromechfly()[0]).spline().numel() * 8
             ours_fixed, kind = clip_bytes, "spline_to_ctrl: float64 [1, 660, 4, 42]"
@@ -192,7 +192,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-record", action="store_true")
     args = p.parse_args(argv)
-    from flycuda.sim import flygym as fg
+    from flycuda import flygym as fg
 
     models = args.models or (MODELS if fg.available() else ["hexapod"])
     if any(m != "hexapod" for m in models):

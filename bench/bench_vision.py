@@ -89,7 +89,7 @@ def main(argv=None):
                         "FlyGym's own (bottom); '' for none")
     args = p.parse_args(argv)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
-    from flycuda.sim import flygym as fg
+    from flycuda import flygym as fg
 
     cuda = args.device.startswith("cuda")
     sync = (lambda: torch.cuda.synchronize(args.device)) if cuda else (lambda: None)

@@ -62,8 +62,8 @@ def memory_at_scale(stages: dict, worlds=8192, seconds=10.0, dt=1e-4, hz=500.0):
 
 
 def memory_by_duration(device: str, worlds: int, base: float, spec: str, tmp: str):
+    from flycuda import flygym as fg
     from flycuda.replay import replay
-    from flycuda.sim import flygym as fg
 
     rows = []
     for mult in (1, 4):
@@ -89,8 +89,8 @@ def main(argv=None):
     p.add_argument("--spec", default="fast:4@1", help="vision of the real replays (every step: full chunks)")
     p.add_argument("--no-results", action="store_true", help="print only (no row in bench/RESULTS.md)")
     args = p.parse_args(argv)
-    from flycuda.replay.vision_stage import VisionStage
-    from flycuda.sim import flygym as fg
+    from flycuda import flygym as fg
+    from flycuda.vision.stage import VisionStage
 
     setup = fg.Setup("neuromechfly", 1, device=args.device, vision=True)
     counter = torch.zeros(2, dtype=torch.int64, device=args.device)

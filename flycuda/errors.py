@@ -13,7 +13,7 @@ import importlib.util
 
 __all__ = ["FlycudaError", "BridgeError", "FlyGymError", "MotionError", "SplineError", "ObservableError",
            "StoreError", "RecordingError", "RenderError", "SceneError", "VisionError", "ReplayError",
-           "CaptureError", "CaptureAllocationError", "EnvError", "MissingDependencyError"]
+           "RankError", "CaptureError", "CaptureAllocationError", "EnvError", "MissingDependencyError"]
 
 
 class FlycudaError(ValueError):
@@ -81,6 +81,15 @@ class VisionError(FlycudaError):
 
 class ReplayError(FlycudaError):
     """Bad replay settings (worlds, duration, offsets, ...)."""
+
+
+class RankError(ReplayError):
+    """A rank of a torchrun replay failed (``rank``: the rank raising it; every rank raises it,
+    rank 0 names the cause first)."""
+
+    def __init__(self, message: str, rank: int):
+        super().__init__(message)
+        self.rank = rank
 
 
 # --- env ------------------------------------------------------------------------------

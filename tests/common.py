@@ -293,7 +293,7 @@ def nmf_with_eyes(worlds=2):
     """NeuroMechFly with FlyGym's eye cameras on Warp's CPU device, its worlds in
     different poses (spread controls, every other world's flipped at each of 4 steps):
     (sim, fly, world). FlyGym lane."""
-    from flycuda.sim import flygym as fg
+    from flycuda import flygym as fg
 
     fly, world, _ = fg.neuromechfly(vision=True)
     sim = fg.wrap(fg.gpu_simulation(world, worlds, device="cpu"))

@@ -79,7 +79,7 @@ def _gpu_machine(monkeypatch, driver: int, info: dict):
 @pytest.mark.needs_warp
 def test_device_choice_replay_and_doctor_refuse_in_one_wording(monkeypatch, capsys):
     from flycuda.cli import main
-    from flycuda.cli.main import in_options
+    from flycuda.cli.replay import in_options
     from flycuda.sim import BridgeError
     from flycuda.sim import mjwarp as bridge
 

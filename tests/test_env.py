@@ -581,8 +581,8 @@ def test_a_tasks_objects_are_recorded_and_drawn_again(tmp_path, capsys):
 def test_env_and_replay_share_the_vision_grammar(spec):
     """One grammar (flycuda.vision.spec) for both: every mode string the replay takes passes the
     env's check (the hexapod then has no eyes: the next check speaks)."""
-    from flycuda.replay import vision_stage
     from flycuda.vision import spec as vspec
+    from flycuda.vision import stage as vision_stage
 
     assert vision_stage.parse_vision is vspec.parse_vision
     vspec.parse_vision(spec)

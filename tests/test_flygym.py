@@ -13,6 +13,7 @@ flygym[warp] 2.1, mujoco-warp 3.16), on Warp's CPU device.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -22,9 +23,10 @@ import torch
 import warp as wp
 
 import flycuda
+from flycuda import flygym as fg
+from flycuda.errors import FlyGymError
 from flycuda.replay import ReplayError, replay
 from flycuda.sim import BridgeError, Motion, MotionError
-from flycuda.sim import flygym as fg
 
 needs_flygym = pytest.mark.needs_flygym
 W, STEPS, WARMUP = 3, 200, 20  # worlds, compared steps, warm-up steps (FlyGym's sim.warmup)
@@ -39,6 +41,30 @@ def update_target_angles_kernel(dof_angles_all_worlds_gpu: wp.array3d(dtype=floa
     world_id, actuator_id = wp.tid()
     step = step_counter_gpu[0]
     curr_target_angles_gpu[world_id, actuator_id] = dof_angles_all_worlds_gpu[world_id, step, actuator_id]
+
+def _buffer_motion(buffer, fly, sim, timestep: float = fg.TIMESTEP):
+    """A pre-expanded FlyGym buffer [W, steps, D] (one target per simulation step at
+    ``timestep``) as a flycuda Motion for ``sim`` (motion_to_ctrl then copies frame s at step
+    s exactly); FlyGymError when the simulation steps another timestep."""
+    if sim.timestep != timestep:
+        raise FlyGymError(f"the buffer holds one target per {timestep:g} s step but the simulation steps "
+                          f"{sim.timestep:g} s: resample at the simulation's timestep")
+    a = torch.as_tensor(np.asarray(buffer), dtype=torch.float32)
+    names = fg.dof_names(fly)
+    if a.dim() != 3 or a.shape[-1] != len(names):
+        raise FlyGymError(f"a FlyGym buffer must be [W, steps, {len(names)}], got {tuple(a.shape)}")
+    return Motion(a, _one_frame_per_step(timestep), names)
+
+
+def _one_frame_per_step(timestep: float) -> float:
+    """A frame rate ``fps`` with ``fps * timestep == 1.0`` exactly in float64 (1 / timestep is
+    off by an ulp for some timesteps, e.g. 1e-5), so that step s reads frame s exactly."""
+    fps = 1.0 / timestep
+    for cand in (fps, math.nextafter(fps, math.inf), math.nextafter(fps, 0.0)):
+        if cand * timestep == 1.0:
+            return cand
+    raise AssertionError(f"no float64 frame rate gives exactly one frame per {timestep!r} s step")
+
 
 
 @wp.kernel
@@ -109,7 +135,7 @@ def _flycuda_run(motion_of, interp: str, **kw):
 def test_replay_equals_flygym_tutorial_loop_pre_expanded(flygym_run):
     """The same buffer through motion_to_ctrl: bit-identical joint angles at every step."""
     buffer, expected = flygym_run
-    res = _flycuda_run(lambda s: fg.buffer_motion(buffer, s.fly, s.sim), "linear")
+    res = _flycuda_run(lambda s: _buffer_motion(buffer, s.fly, s.sim), "linear")
     assert torch.equal(res.recorded[:, 1:], expected), \
         f"max |diff| {float((res.recorded[:, 1:] - expected).abs().max())} rad"
 
@@ -257,7 +283,7 @@ def test_cli_named_model_and_motion_errors(argv, msg, capsys):
 
 def test_one_frame_per_step_is_exact():
     for dt in (1e-4, 1e-5, 2e-5, 8e-5, 1.6e-4, 3.2e-4, 2e-3):
-        assert fg.one_frame_per_step(dt) * dt == 1.0, dt
+        assert _one_frame_per_step(dt) * dt == 1.0, dt
 
 
 def test_clip_shorter_than_one_frame():
@@ -277,7 +303,7 @@ def test_wrong_dof_names_and_mismatched_timestep():
         replay(motion=bad, worlds=1, sim=setup.sim, act_ids=setup.act_ids, progress=False, record="memory")
     buf = fg.tutorial_buffer(setup.fly, 1, 10, timestep=2e-4)
     with pytest.raises(fg.FlyGymError, match=r"one target per 0.0002 s step but the simulation steps 0.0001 s"):
-        fg.buffer_motion(buf, setup.fly, setup.sim, timestep=2e-4)
+        _buffer_motion(buf, setup.fly, setup.sim, timestep=2e-4)
     with pytest.raises(fg.FlyGymError, match="unknown FlyGym model 'nmf'"):
         fg.Setup("nmf", 1)
     with pytest.raises(fg.FlyGymError, match="wrap needs a flygym.warp.GPUSimulation"):

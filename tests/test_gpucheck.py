@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from flycuda.cli import gpucheck
+from flycuda import gpucheck
 from flycuda.driver import driver_cuda
 
 

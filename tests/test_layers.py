@@ -2,11 +2,11 @@
 flycuda's modules points down the stack, no module imports itself round a cycle, and
 no module imports another module's private names (as gsplat's import-layer test).
 
-    errors, _buildcfg  <-  _ext, profile  <-  ops, reference, dev, driver  <-  sim, recording
-        <-  render  <-  vision  <-  replay  <-  env  <-  cli
+    errors, _buildcfg  <-  _ext, profile  <-  ops, reference, dev, driver  <-  sim, recording, gpucheck
+        <-  flygym  <-  render  <-  vision  <-  worlds  <-  replay  <-  env  <-  cli
 
-sim and recording sit side by side; of them only sim.flygym (FlyGym's recordings) may import
-recording, never the reverse. The references read the ops' launch plans, and dev the grid emulator.
+sim and recording sit side by side and never import each other; FlyGym's wing (flygym) stands
+on both. The references read the ops' launch plans, and dev the grid emulator.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ PACKAGE = os.path.join(ROOT, "flycuda")
 
 # the stage of each top-level name under flycuda (a subpackage or a module), low to high
 RANKS = {"errors": 0, "_buildcfg": 0, "_C": 0, "_ext": 1, "profile": 1, "ops": 2, "reference": 2, "dev": 2, "driver": 2,
-         "sim": 3, "recording": 3, "flygym": 3, "render": 4, "vision": 5, "replay": 6, "env": 7, "cli": 8,
-         "__main__": 9}
+         "sim": 3, "recording": 3, "gpucheck": 3, "flygym": 4, "render": 5, "vision": 6, "worlds": 7, "replay": 8,
+         "env": 9, "cli": 10, "__main__": 11}
 # imports between two stages of the same rank that are allowed (importer prefix -> imported stage)
 EXTENSIONS = {"flycuda._C"}  # compiled modules (no .py file)
-SIDEWAYS = {("flycuda.sim.flygym", "recording"), ("flycuda.flygym", "sim"),
-            ("flycuda.reference", "ops"), ("flycuda.dev", "reference")}  # references read the launch plans
+SIDEWAYS = {("flycuda.reference", "ops"), ("flycuda.dev", "reference")}  # references read the launch plans
 
 
 @dataclass(frozen=True)
@@ -89,8 +88,8 @@ def layer_violations(es: list[Edge]) -> list[str]:
     bad = []
     for e in es:
         a, b = stage(e.src), stage(e.dst)
-        if a == "__init__" or a == b or b == "__init__" and a == "cli":
-            continue  # the top-level surface; within a stage; the CLI may use the surface
+        if a == "__init__" or a == b or b == "__init__" and a in ("cli", "gpucheck"):
+            continue  # the top-level surface; within a stage; the CLI and the self-check may use the surface
         if a not in RANKS or b not in RANKS:
             bad.append(f"{e.src}:{e.line} imports {e.dst}: unknown stage (add it to RANKS)")
         elif RANKS[b] > RANKS[a] or (RANKS[b] == RANKS[a] and not any(
@@ -140,6 +139,38 @@ def private_imports(es: list[Edge], mods: dict[str, str]) -> list[str]:
             and f"{e.dst}.{n}" not in EXTENSIONS]
 
 
+def private_reads(mods: dict[str, str]) -> list[str]:
+    """``obj._name`` read in one stage where ``_name`` is defined (``self._name = ...``, a
+    method, a class attribute) only in other stages: a package reaching into another's
+    internals, which imports alone do not show (``self``/``cls`` and names a stage defines
+    itself are its own business)."""
+    owners: dict[str, set] = {}
+    trees = {name: ast.parse(open(path).read(), path) for name, path in mods.items()}
+    for name, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and \
+                    isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                owners.setdefault(node.attr, set()).add(stage(name))
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    targets = [item.name] if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+                        [t.id for t in getattr(item, "targets", [getattr(item, "target", None)])
+                         if isinstance(t, ast.Name)]
+                    for t in targets:
+                        owners.setdefault(t, set()).add(stage(name))
+    bad = []
+    for name, tree in trees.items():
+        # other libraries' modules (torch._check is torch's business)
+        outside = {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                   for a in n.names if a.name.split(".")[0] not in mods}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"} | outside) \
+                    and node.attr in owners and stage(name) not in owners[node.attr]:
+                bad.append(f"{name}:{node.lineno} reads .{node.attr} of {sorted(owners[node.attr])}")
+    return bad
+
+
 @pytest.fixture(scope="module")
 def graph():
     mods = modules(PACKAGE)
@@ -166,6 +197,11 @@ def test_no_cross_module_private_imports(graph):
     assert private_imports(es, mods) == []
 
 
+def test_no_private_attribute_reads_across_stages(graph):
+    mods, _ = graph
+    assert private_reads(mods) == []
+
+
 def test_the_checks_catch_what_they_check(tmp_path):
     """A package with an upward import, a cycle and a private import: each is found (so
     the tests above can fail)."""
@@ -178,12 +214,15 @@ def test_the_checks_catch_what_they_check(tmp_path):
     (pkg / "replay" / "run.py").write_text("from ..sim.b import _hidden\n")  # private name
     (pkg / "sim" / "b.py").write_text("from . import c\n_hidden = 1\n")
     (pkg / "sim" / "c.py").write_text("def f():\n    from .b import _hidden\n")  # a cycle b <-> c
+    (pkg / "sim" / "d.py").write_text("class Sim:\n    def __init__(self):\n        self._wp = 1\n")
+    (pkg / "replay" / "e.py").write_text("def g(sim):\n    return sim._wp\n")  # reaches into sim's internals
     mods = modules(str(pkg))
     es = edges(mods)
     assert any("flycuda.ops.a" in v and "layers point the other way" in v for v in layer_violations(es))
     assert cycles(es) == [["flycuda.sim.b", "flycuda.sim.c"]]
     assert any("_hidden from flycuda.sim.b" in v and v.startswith("flycuda.replay.run") for v in
                private_imports(es, mods))
+    assert private_reads(mods) == ["flycuda.replay.e:2 reads ._wp of ['sim']"]
 
 
 def test_the_public_surface_is_small_and_lazy():

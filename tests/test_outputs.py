@@ -128,9 +128,9 @@ def test_plot_alone_records_in_memory(tmp_path, capsys):
 
 
 def test_plot_of_a_large_run_without_a_store_names_the_option(tmp_path, capsys, monkeypatch):
-    from flycuda.cli import replay as cli_replay
+    from flycuda.replay import job
 
-    monkeypatch.setattr(cli_replay, "MEMORY_LIMIT", 1000)
+    monkeypatch.setattr(job, "MEMORY_LIMIT", 1000)
     rc, out, err = _run_cli(["--duration", str(30 * DT), "--plot", str(tmp_path / "p.png")], capsys)
     assert rc == 2 and "add --record out.zarr" in err and not out
     assert not (tmp_path / "p.png").exists()
@@ -172,7 +172,7 @@ def test_cli_errors_speak_in_options(tmp_path, capsys, args, words):
 
 
 def test_replay_errors_are_translated_into_options():
-    from flycuda.cli.main import in_options
+    from flycuda.cli.replay import in_options
 
     assert in_options("vision every 20 steps is not a multiple of steps_per_graph=4") == \
         "--vision every 20 steps is not a multiple of --steps-per-graph 4"

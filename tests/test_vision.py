@@ -116,7 +116,7 @@ FIDELITY = f"""
 import json, sys
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from common import nmf_with_eyes
-from flycuda.sim import flygym as fg
+from flycuda import flygym as fg
 from flycuda.vision import Vision, agreement
 sim, fly, world = nmf_with_eyes()
 sim.kinematics()  # geom poses of the current qpos, as FlyGym's mj_forward computes them

@@ -94,15 +94,15 @@ def test_vision_without_a_store_records_nothing_but_runs():
     ("", r"vision must be a spec"),
 ])
 def test_bad_specs(spec, match):
-    from flycuda.replay.vision_stage import parse_vision
     from flycuda.vision import VisionError
+    from flycuda.vision.stage import parse_vision
 
     with pytest.raises(VisionError, match=match):
         parse_vision(spec)
 
 
 def test_parse_vision():
-    from flycuda.replay.vision_stage import DEFAULT_HZ, VisionSpec, parse_vision
+    from flycuda.vision.stage import DEFAULT_HZ, VisionSpec, parse_vision
 
     assert parse_vision("exact") == VisionSpec("exact", 4, None, None)
     assert parse_vision("FAST:8@100Hz") == VisionSpec("fast", 8, None, 100.0)

@@ -14,9 +14,9 @@ from .. import _ext
 from .._buildcfg import find_cuda_home, nvcc_version
 from ..driver import arch_coverage, arch_problem, driver_cuda, kernel_support
 from ..driver import version_tuple as _version_tuple
-from .gpucheck import find_nvcc
+from ..gpucheck import find_nvcc
 
-__all__ = ["facts", "diagnose", "main"]
+__all__ = ["add_parser", "run", "facts", "diagnose", "main"]
 
 
 def facts() -> dict:
@@ -85,3 +85,17 @@ def main() -> int:
     for ln in lines:
         print("  " + ln)
     return 0 if ok else 1
+
+
+def add_parser(sub) -> None:
+    """The ``doctor`` subcommand."""
+    d = sub.add_parser("doctor", help="can flycuda run on this machine's GPU (torch, driver, toolkit, archs), and what "
+                                  "to do when not", description="Judges torch and its CUDA, the driver, the GPUs, the "
+                                  "CUDA toolkit and the archs in flycuda's extension; exits 1 when a GPU is there that "
+                                  "flycuda cannot use.")
+    d.set_defaults(run=run)
+
+
+def run(args) -> int:
+    """``flycuda doctor``."""
+    return main()

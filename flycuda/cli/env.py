@@ -16,16 +16,16 @@ from ..env import TASKS, body_length, make
 from ..errors import EnvError
 from ..recording import LoopRecorder
 from ..recording.observables import Observable, resolve
+from ..render.frames import VIDEO_FPS
 from ..replay.playback import render_recording
-from ..replay.vision_stage import readouts_observable
-from ..sim.worlds import NAMED_MODELS
+from ..vision.stage import readouts_observable
+from ..worlds import NAMED_MODELS
+from .args import positive_float, positive_int, size
 
-__all__ = ["add_parser", "run_env", "load_policy"]
-
-VIDEO_FPS = 30
+__all__ = ["add_parser", "run", "load_policy"]
 
 
-def add_parser(sub, positive_int, positive_float, size=None) -> None:
+def add_parser(sub) -> None:
     """The ``env`` subcommand's options."""
     e = sub.add_parser("env", help="run a policy in every world of a batched fly environment (flycuda.env)",
                        description="Runs a policy in N worlds of a flycuda.env task (gymnasium's vector API, every "
@@ -56,13 +56,14 @@ def add_parser(sub, positive_int, positive_float, size=None) -> None:
                    help="a mosaic video of the worlds (rendered afterwards from --record, re-posing the named "
                         "model with the task's own objects, approach's pillar; with --vision each world's eyes under "
                         "its tile)")
-    e.add_argument("--render-size", type=size or str, default=(160, 120), metavar="WxH",
+    e.add_argument("--render-size", type=size, default=(160, 120), metavar="WxH",
                    help="--render's tile size (default 160x120)")
     e.add_argument("--render-worlds", default="0:16", metavar="SPEC",
                    help="--render's worlds, e.g. 0:16 (default), 3,5,8")
     e.add_argument("--camera", default=None, help="--render's camera (default: the model's tracking camera)")
     e.add_argument("--json", default=None, metavar="OUT.json", help="the report's figures as JSON")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.set_defaults(run=run)
 
 
 def load_policy(spec: str, env):
@@ -119,7 +120,7 @@ def _ids(n: int, env) -> torch.Tensor:
 TASK_DEFAULTS = {"approach": {"model": "neuromechfly", "vision": "fast:2"}}
 
 
-def run_env(args) -> int:
+def run(args) -> int:
     """``flycuda env TASK ...``."""
     if args.render and not args.record:
         raise EnvError("--render draws the stored run: add --record OUT.zarr")

@@ -1,313 +1,150 @@
-"""``flycuda replay``: the command line's options turned into worlds, a motion and
-a call of :func:`flycuda.replay.replay` (one process, or one rank's share of a
-torchrun job)."""
+"""``flycuda replay``: its options, mapped onto :class:`flycuda.replay.ReplaySettings` and
+:class:`flycuda.replay.job.Outputs`; :func:`flycuda.replay.job.run_job` does the rest (one
+process, or one rank's share of a torchrun job)."""
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import sys
+import argparse
+import re
 
-import numpy as np
-import torch
+from ..errors import RankError
+from ..replay import ReplaySettings
+from ..replay.job import Outputs, run_job
+from .args import nonnegative_float, offsets, positive_float, positive_int, size
 
-from .._ext import cuda_ready, has_cuda_ops
-from ..errors import ReplayError, require
-from ..recording import Target
-from ..recording.store import check_path, world_chunk
-from ..render import FrameWriter, MjwRenderer, TileRenderer, camera_arg
-from ..replay import ReplaySettings, distributed, replay
-from ..replay.playback import render_recording
-from ..replay.plot import plot_tracking
-from ..replay.settings import resolve_offsets
-from ..replay.vision_stage import parse_vision
-from ..sim.mjwarp import unusable_gpu
-from ..sim.motion import Motion, load_motion
-from ..sim.worlds import NAMED_MODELS, NAMED_MOTIONS, THORAX, build_worlds, is_flygym_model, own_motion, replay_defaults
-
-__all__ = ["run_replay", "replay_share", "choose", "motion_name"]
-
-OUT_FILES = {"render": "replay.mp4", "frames": "last_frame.png", "plot": "joint_angles.png",
-             "record": "recording.zarr"}
+__all__ = ["add_parser", "run", "settings_of", "in_options"]
 
 
-def _apply_out_dir(args) -> None:
-    """--out DIR: create it and put every output not named otherwise there."""
-    if args.out is None:
-        return
-    os.makedirs(args.out, exist_ok=True)
-    for opt, name in OUT_FILES.items():
-        if getattr(args, opt) is None:
-            setattr(args, opt, os.path.join(args.out, name))
+def add_parser(sub) -> None:
+    """The ``replay`` subcommand's options."""
+    r = sub.add_parser("replay", help="replay recorded joint angles in N MuJoCo Warp worlds",
+                       description="Replay a recording (default: the built-in tripod gait on the built-in "
+                                   "hexapod) in N worlds with flycuda's ops; print a performance report.")
+    r.add_argument("--worlds", type=positive_int, default=None,
+                   help="number of worlds (default 100 on CUDA, 4 on CPU)")
+    r.add_argument("--duration", type=positive_float, default=None,
+                   help="simulated seconds (default: --snippet if given, else the whole recording)")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--snippet", type=positive_float, default=None,
+                   help="seconds per world; worlds start at evenly spread times of the recording")
+    g.add_argument("--offsets", type=offsets, default=None,
+                   help="start time(s) in seconds, comma-separated: one, or one per world")
+    r.add_argument("--model", default=None,
+                   help="neuromechfly or neuromechfly-capsules (FlyGym's NeuroMechFly as in its GPU tutorial; "
+                        "needs flygym), hexapod (the built-in one, the default) or an MJCF file")
+    r.add_argument("--motion", default=None,
+                   help="spotlight (FlyGym's Spotlight clip; the default for neuromechfly), tripod (the built-in "
+                        "gait; the default otherwise) or an .npz recording with angles, fps, dof_names")
+    r.add_argument("--interp", choices=["linear", "cubic"], default=None,
+                   help="between recorded frames: linear (motion_to_ctrl) or cubic (spline_to_ctrl, FlyGym's "
+                        "resampling; the default for spotlight)")
+    r.add_argument("--warmup", type=nonnegative_float, default=None, metavar="SECONDS",
+                   help="settle before the replay, the driven joints held at their first targets (default "
+                        "0.05 s for neuromechfly, the length of FlyGym's sim.warmup(), which holds the neutral "
+                        "pose instead; 0 otherwise)")
+    r.add_argument("--mode", choices=["clamp", "loop"], default="clamp",
+                   help="past the recording's end: hold the last frame (clamp) or wrap (loop)")
+    r.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                   help="default: cuda when a GPU and flycuda's CUDA kernels are present, else cpu")
+    r.add_argument("--graph", action=argparse.BooleanOptionalAction, default=True,
+                   help="capture the step into a CUDA graph (CUDA only)")
+    r.add_argument("--steps-per-graph", type=positive_int, default=1, metavar="K",
+                   help="simulation steps per graph launch")
+    r.add_argument("--record-every", type=positive_int, default=1, metavar="N",
+                   help="default sampling interval of the observables (steps)")
+    r.add_argument("--observe", nargs="+", default=None, metavar="SPEC",
+                   help="what to record, each KIND[:NAMES][@EVERY]: angles (always), qpos, qvel, ctrl, "
+                        "actuator_force, body_pos:NAMES, body_quat:NAMES, sensor:NAMES; @N steps or @30hz "
+                        "(e.g. --observe qpos@30hz body_pos:c_thorax 'sensor:*contact*'); needs --record "
+                        "(or --out). A .zarr store always gets qpos at the video rate too (see --no-qpos)")
+    r.add_argument("--no-qpos", action="store_true",
+                   help="do not add qpos at the video rate to a .zarr store (then `flycuda render` cannot draw it)")
+    r.add_argument("--vision", nargs="?", const="exact", default=None, metavar="SPEC",
+                   help="record every world's ommatidia readouts (FlyGym's compound eyes; --model neuromechfly) "
+                        "into the store as 'vision': exact or fast[:K] (K rays per ommatidium), @STEPS or "
+                        "@RATEhz (default exact@500hz); a video then shows each world's eyes under its tile")
+    r.add_argument("--record", default=None, metavar="OUT.zarr",
+                   help="the recording: a zarr store (.zarr: streamed in chunks, any size; angles, targets and "
+                        "every observable) or .npz (small runs: angles, targets, tracking errors)")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing --record store")
+    r.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder: writes recording.zarr, replay.mp4 (rendered afterwards from the store), "
+                        "last_frame.png and joint_angles.png there (each unless its own option names another path)")
+    r.add_argument("--render", default=None, metavar="OUT.mp4",
+                   help="mosaic video (with a .zarr --record: rendered afterwards from the stored qpos; otherwise "
+                        "live, every world, at least the first and the last state)")
+    r.add_argument("--render-worlds", default="0:16", metavar="SPEC",
+                   help="worlds in a video rendered afterwards (default 0:16)")
+    r.add_argument("--frames", default=None, metavar="OUT.png", help="the final state's mosaic as PNG")
+    r.add_argument("--plot", default=None, metavar="OUT.png",
+                   help="replayed vs target joint angles (one leg, 3 worlds) and the RMSE per DOF (without "
+                        "--record the angles are kept in memory: small runs)")
+    r.add_argument("--render-every", type=positive_int, default=None, metavar="N",
+                   help="render every N steps (default: 30 frames per simulated second)")
+    r.add_argument("--render-size", type=size, default=(64, 48), metavar="WxH", help="tile size")
+    r.add_argument("--camera", default=None,
+                   help="model camera(s) to render from, e.g. track or track,side (several: side by side; "
+                        "default: track, or the fly's tracking camera)")
+    r.add_argument("--renderer", choices=["flycuda", "mjwarp"], default="flycuda",
+                   help="flycuda's tile renderer, or MuJoCo Warp's (the baseline)")
+    r.add_argument("--profile", default=None, metavar="TRACE.json",
+                   help="torch.profiler trace (wait 1, warmup 1, active 3 steps), for Perfetto")
+    r.add_argument("--json", default=None, metavar="OUT.json",
+                   help="write the report's figures as JSON (for scripts and benchmarks)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(run=run)
 
 
-def _check_paths(args) -> None:
-    for path, what, names in ((args.model, "model", NAMED_MODELS), (args.motion, "motion", NAMED_MOTIONS)):
-        if path is not None and path not in names and not os.path.isfile(path):
-            raise ReplayError(f"{what} file not found: {path} (or name one of: {', '.join(names)})")
-    nmf = (args.model or "hexapod") in NAMED_MODELS[1:]
-    if args.motion == "spotlight" and not nmf:
-        raise ReplayError("--motion spotlight is NeuroMechFly's recording: use it with --model neuromechfly")
-    if args.motion == "tripod" and nmf:
-        raise ReplayError("--motion tripod drives the built-in hexapod: use --model hexapod (or a recording "
-                         "named with NeuroMechFly's DOFs)")
-    for path in (args.record, args.json, args.profile, args.render, args.frames, args.plot):
-        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise ReplayError(f"output directory does not exist: {os.path.dirname(os.path.abspath(path))}")
-    if args.render or args.frames:
-        require("imageio", "--render/--frames", "video")
-    if args.plot:
-        require("matplotlib", "--plot", "video")
-    if args.vision and (args.model or "hexapod") == "hexapod":
-        raise ReplayError("--vision needs a fly with eyes: --model neuromechfly (FlyGym's fly with its eye cameras)")
-    if args.vision and args.record and args.record.endswith(".npz"):
-        raise ReplayError("--vision readouts go into a .zarr store (--record out.zarr); an .npz keeps only the "
-                         "joint angles and targets")
-    if args.vision:
-        parse_vision(args.vision)  # a bad spec fails before any build
-    if args.record is not None and not args.record.endswith((".zarr", ".npz")):
-        raise ReplayError(f"--record must end in .zarr (a zarr store) or .npz (small runs), got {args.record}")
-    if args.record and args.record.endswith(".zarr"):
-        check_path(args.record, args.overwrite)
-    extra = [o for o in args.observe or [] if o.split(":")[0].split("@")[0] != "angles"]
-    if extra and not args.record:
-        raise ReplayError(f"--observe {' '.join(extra)} records into a store: add --record out.zarr (or --out DIR)")
-    if extra and args.record.endswith(".npz"):
-        raise ReplayError(f"--observe {' '.join(extra)} needs a .zarr store (--record out.zarr); an .npz keeps only "
-                          "the joint angles and targets")
+def settings_of(args) -> tuple[ReplaySettings, Outputs]:
+    """The command line's options as the replay's settings and the job's outputs."""
+    settings = ReplaySettings(
+        model=args.model, motion=args.motion, worlds=args.worlds, duration=args.duration, snippet=args.snippet,
+        offsets=args.offsets, mode=args.mode, interp=args.interp, device=args.device, graph=args.graph,
+        steps_per_graph=args.steps_per_graph, warmup=args.warmup, observe=tuple(args.observe or ("angles",)),
+        record_every=args.record_every, record=args.record, overwrite=args.overwrite, vision=args.vision,
+        render_every=args.render_every or 0, profile=args.profile, progress=not args.no_progress)
+    outputs = Outputs(out=args.out, video=args.render, frames=args.frames, plot=args.plot, json=args.json,
+                      render_worlds=args.render_worlds, render_size=args.render_size, renderer=args.renderer,
+                      camera=args.camera, qpos=not args.no_qpos)
+    return settings, outputs
 
 
-MEMORY_LIMIT = 512 * 2**20  # bytes of angles and targets a run without --record may hold in memory (--plot)
-
-
-def check_memory_recording(args, worlds: int, steps: int, dofs: int) -> None:
-    """--plot without --record keeps the run's angles and targets in memory: small runs only."""
-    if args.plot and not args.record:
-        need = 2 * worlds * (steps + 1) * dofs * 4
-        if need > MEMORY_LIMIT:
-            raise ReplayError(f"--plot reads the joint angles from a recording, and this run's ({need / 2**20:,.0f} "
-                              f"MiB) are too many to hold in memory: add --record out.zarr (or --out DIR)")
-
-
-def _device(args) -> str:
-    why = None if args.device else unusable_gpu()
-    if why:
-        raise ReplayError(why)
-    device = args.device or ("cuda" if cuda_ready() else "cpu")
-    if device == "cuda" and not cuda_ready():
-        raise ReplayError("--device cuda needs a visible GPU and flycuda built with CUDA "
-                         f"(GPU visible: {torch.cuda.is_available()}, CUDA kernels built: {has_cuda_ops()})")
-    return device
-
-
-def _write_json(path: str, res) -> None:
-    doc = {"worlds": res.worlds, "steps": res.steps, "timestep": res.timestep, "device": res.device,
-           "graph": res.graph, "steps_per_graph": res.steps_per_graph, "steps_in_launches": res.steps_in_launches,
-           "eager_steps": res.eager_steps, "wall_seconds": res.wall_seconds,
-           "jit_seconds": res.jit_seconds, "realtime_factor": res.realtime_factor,
-           "world_steps_per_s": res.world_steps_per_s, "split_seconds": res.split_seconds,
-           "rmse_deg_per_dof": [math.degrees(float(x)) for x in res.rmse_per_dof],
-           "rank_walls": getattr(res, "rank_walls", [res.wall_seconds])}
-    tmp = path + ".part"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
-
-
-def _observe(args) -> list[str]:
-    """The observables: --observe, plus qpos at the video rate whenever a .zarr store is
-    written (so `flycuda render` can draw any store; not with --no-qpos unless the video is
-    rendered afterwards from it) and the fly's thorax path with --out."""
-    obs = list(args.observe or ["angles"])
-    kinds = {o.split(":")[0].split("@")[0] for o in obs}
-    zarr = bool(args.record and args.record.endswith(".zarr"))
-    if zarr and "qpos" not in kinds and (args.render_afterwards or not args.no_qpos):
-        obs.append(f"qpos@{args.render_every}" if args.render_every else "qpos@30hz")
-    model = args.model or "hexapod"
-    if args.out and "body_pos" not in kinds and model in THORAX:
-        obs.append(f"body_pos:{THORAX[model]}")
-    return obs
-
-
-def _target(args, share=None, worlds: int = 0, rendezvous=None):
-    """Where the recording goes (a flycuda.recording.Target) or None."""
-
-    if not args.record:
-        return Target(store="memory") if args.plot else None  # --plot alone: the angles in memory
-    if args.record.endswith(".npz"):
-        return Target(store="memory")
-    if share is None:
-        return Target(store=args.record, overwrite=args.overwrite)
-
-    shares = distributed.split_worlds(worlds, distributed.rank_info().world_size)
-    starts = [s for s, _ in shares]
-    return Target(store=args.record, overwrite=args.overwrite, world_offset=share[0], worlds_total=worlds,
-                  world_chunk=world_chunk(starts, worlds), finalize=False, create=distributed.rank_info().rank == 0,
-                  sync=rendezvous, plan_worlds=max(n for _, n in shares))
-
-
-def _render_afterwards(args, res) -> None:
-    pb = render_recording(args.record, args.render, worlds=args.render_worlds, camera=args.camera,
-                          size=args.render_size, png=args.frames, progress=not args.no_progress)
-    res.outputs += pb.outputs
-    res.render_frames, res.render_tiles = pb.frames, pb.worlds
-    res.split_seconds = dict(res.split_seconds, render=pb.seconds)
-    res.render_afterwards = True
-
-
-def _finish(args, res) -> int:
-    if args.record and args.record.endswith(".npz"):
-        res.recording.to_npz(args.record, {"rmse_per_dof": res.rmse_per_dof.numpy(), "offsets": np.array(
-            "snippet" if args.snippet else "offsets" if args.offsets else "zero")})
-        res.outputs.append(args.record)
-    elif args.record:
-        res.outputs.append(args.record)
-        if args.render_afterwards:
-            _render_afterwards(args, res)
-    if args.plot:
-        plot_tracking(res, args.plot)
-        res.outputs.append(args.plot)
-    res.out_dir = args.out or ""
-    if args.profile:
-        res.outputs.append(args.profile)
-    if args.json:
-        _write_json(args.json, res)
-        res.outputs.append(args.json)
+def run(args) -> int:
+    """``flycuda replay``: the job, then its report (on rank 0 of a torchrun job)."""
+    try:
+        res = run_job(*settings_of(args))
+    except RankError as e:
+        if e.rank != 0:
+            return 2  # rank 0 says why
+        raise
+    if res is None:  # a rank other than 0
+        return 0
     print(res.report())
     if args.profile:
         print(res.profile_summary)
+    if len(getattr(res, "rank_walls", ())) > 1:
+        print("  per-rank wall  " + ", ".join(f"rank {i}: {w:.3f} s" for i, w in enumerate(res.rank_walls)))
     return 0
 
 
-def run_replay(args) -> int:
-    """``flycuda replay`` in one process, or as one rank of a torchrun job."""
-
-    _apply_out_dir(args)
-    _check_paths(args)
-    args.render_afterwards = bool(args.record and args.record.endswith(".zarr") and (args.render or args.frames))
-    info = distributed.rank_info()
-    if info is None or info.world_size == 1:
-        device = _device(args)
-        worlds = args.worlds or (100 if device == "cuda" else 4)
-        return _finish(args, replay_share(args, device, worlds, None, primary=True, target=_target(args),
-                                          observe=_observe(args)))
-    return _run_distributed(args, info)
+# the settings a CLI user sets, by their option (ReplaySettings / Outputs field -> option)
+OPTIONS = {name: "--" + name.replace("_", "-") for name in (
+    "worlds", "duration", "snippet", "offsets", "mode", "interp", "device", "graph", "steps_per_graph", "warmup",
+    "observe", "record_every", "record", "overwrite", "vision", "render_every", "profile", "plot", "model", "motion",
+    "camera", "frames", "out", "renderer")}
+# the names that become their option where they start a message (``model`` and ``motion`` do not:
+# "model file not found" is the file's, not the option's)
+LEADING = set(OPTIONS) - {"model", "motion"}
 
 
-def _run_distributed(args, info) -> int:
-    """One rank of a torchrun job: its share of the worlds, written into the one store
-    (rank 0 creates it; every rank waits for that); rank 0 gathers small metrics only."""
-
-    if args.record and args.record.endswith(".npz"):
-        raise ReplayError("--record .npz gathers nothing across ranks; use a .zarr store with torchrun")
-    if args.plot and not args.record:
-        raise ReplayError("--plot with torchrun reads the joint angles from the store: add --record out.zarr")
-    distributed.init(info)
-    # the ranks meet once before writing into a store (none without one)
-    rendezvous = distributed.Rendezvous() if args.record else None
-    try:
-        payload = None
-        try:
-            device = distributed.device_for(info, _device(args))
-            worlds = args.worlds or (100 if device.startswith("cuda") else 4)
-            share = distributed.split_worlds(worlds, info.world_size)[info.rank]
-            target = _target(args, share, worlds, rendezvous)
-            res = replay_share(args, device, worlds, share, primary=info.rank == 0, target=target,
-                               observe=_observe(args))
-            if rendezvous is not None:
-                rendezvous()  # a no-op: replay met the others when the store was ready
-            payload = ("ok", distributed.summary(res), worlds)
-        except Exception as e:  # noqa: BLE001 - every rank must reach the exchanges below
-            why = f"rank {info.rank}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-            if rendezvous is not None:
-                rendezvous.fail(why)
-            payload = ("error", why, None)
-        parts = distributed.exchange(payload)
-        errors = [p[1] for p in parts if p[0] == "error"]
-        errors.sort(key=lambda e: "another rank failed" in e)  # the cause first, its echoes after
-        if errors:
-            if info.rank == 0:
-                distributed.mark_failed(args.record, errors[0])
-                print(f"flycuda: error: {errors[0]}" + (f" (and {len(errors) - 1} more rank(s) failed)"
-                                                        if len(errors) > 1 else ""), file=sys.stderr)
-            return 2
-        if info.rank != 0:
-            return 0
-        merged = distributed.merge_results([p[1] for p in parts], parts[0][2], args.record)
-        merged.outputs = list(parts[0][1].outputs)
-        rc = _finish(args, merged)
-        print("  per-rank wall  " + ", ".join(f"rank {i}: {w:.3f} s" for i, w in enumerate(merged.rank_walls)))
-        return rc
-    finally:
-        distributed.finish()
-
-
-def choose(args, device: str, n: int):
-    """The worlds and what drives them: (Worlds, motion, act_ids or None, camera, interp, warmup)."""
-    model = args.model or "hexapod"
-    own = args.motion not in (None, "spotlight", "tripod")
-    motion = load_motion(args.motion) if own else None  # a bad file fails before any build
-    worlds = build_worlds(model, n, device, vision=bool(getattr(args, "vision", None)))
-    act_ids = worlds.act_ids if motion is None else None  # a recording of its own: matched by its DOF names
-    motion = motion if motion is not None else own_motion(worlds)
-    interp, warmup = replay_defaults(model, own=not own)
-    interp = args.interp or interp
-    warmup = args.warmup if args.warmup is not None else warmup
-    return worlds, motion, act_ids, args.camera or worlds.camera, interp, warmup
-
-
-def replay_share(args, device: str, worlds: int, share: tuple[int, int] | None, primary: bool, target=None,
-                 observe=("angles",)):
-    """Runs the worlds [start, start + count) of a ``worlds``-world job (all when share is None).
-    ``primary``: this process renders live and profiles (rank 0, or the only process);
-    ``target``: where the recording goes (a :class:`flycuda.recording.Target`, or None)."""
-    n = worlds if share is None else share[1]
-    if n == 0:
-        raise ReplayError(f"no worlds to run: {worlds} world(s) over more ranks than that")
-    ws, motion, act_ids, camera, interp, warmup = choose(args, device, n)
-    sim = ws.sim
-    duration = args.duration or (args.snippet if args.snippet else 0.5)
-    check_memory_recording(args, n, max(1, round(duration / sim.timestep)), len(motion.dof_names))
-    offsets = None
-    if share is not None:
-        start = share[0]
-        # Offsets of the whole job, then this rank's slice (same starts as one process).
-        offsets = resolve_offsets(motion, worlds, args.snippet, args.offsets)[start:start + n].clone()
-        if motion.angles.dim() == 3 and motion.angles.shape[0] == worlds:
-            a64 = motion.angles64[start:start + n] if motion.angles64 is not None else None
-            motion = Motion(motion.angles[start:start + n], motion.fps, motion.dof_names, angles64=a64)
-    writer = renderer = None
-    render_every = 0
-    cams = camera_arg(camera)
-    for c in cams if isinstance(cams, list) else [cams]:
-        sim.camera_id(c)  # a camera the model lacks is an error, rendering or not
-    if isinstance(cams, list) and args.renderer != "flycuda":
-        raise ReplayError(f"--camera {camera}: several cameras need --renderer flycuda")
-    live = primary and (args.render or args.frames) and not getattr(args, "render_afterwards", False)
-    if live:
-        writer = FrameWriter(video=args.render, png=args.frames, fps=30.0)
-        cls = TileRenderer if args.renderer == "flycuda" else MjwRenderer
-        kw = {"mosaic": not getattr(args, "vision", None)} if cls is TileRenderer else {}  # eyes: tiles, then a mosaic
-        renderer = cls(sim, camera=cams, width=args.render_size[0], height=args.render_size[1], **kw)
-        K = args.steps_per_graph  # 30 frames per simulated second, on the launch grid (no eager steps)
-        render_every = args.render_every or max(K, round(1.0 / (30.0 * sim.timestep) / K) * K)
-    if target is not None:
-        target.attrs.update(model=args.model or "hexapod", motion=motion_name(args), camera=camera)
-    settings = ReplaySettings(worlds=n, duration=duration, snippet=args.snippet if share is None else None,
-                              offsets=args.offsets if share is None else offsets, mode=args.mode, interp=interp,
-                              graph=args.graph, steps_per_graph=args.steps_per_graph, warmup=warmup,
-                              observe=observe, record_every=args.record_every, record=target,
-                              vision=getattr(args, "vision", None), render_every=render_every,
-                              profile=args.profile if primary else None, progress=not args.no_progress and primary)
-    res = replay(settings, motion=motion, sim=sim, renderer=renderer, frame_writer=writer, act_ids=act_ids)
-    res.model = args.model or "hexapod"
-    res.motion = motion_name(args)
-    if writer is not None:
-        res.outputs += writer.close()
-    return res
-
-
-def motion_name(args) -> str:
-    """The motion's name for the report and the store: --motion, else the model's own recording."""
-    return args.motion or ("spotlight" if is_flygym_model(args.model) else "tripod")
+def in_options(message: str) -> str:
+    """An error of replay()'s in the command line's words: ``steps_per_graph=4`` is
+    ``--steps-per-graph 4`` (``device='cpu'`` is ``--device cpu``), a setting's name is its
+    option (one word only where it starts the message, the way the checks name what is wrong)."""
+    for name, opt in OPTIONS.items():
+        message = re.sub(rf"\b{name}=(['\"]?)([^\s'\",;)]+)\1", rf"{opt} \2", message)
+        if "_" in name:
+            message = re.sub(rf"(?<![\w-]){name}\b", opt, message)
+        elif name in LEADING and message.startswith(f"{name} "):
+            message = opt + message[len(name):]
+    return message

@@ -25,7 +25,7 @@ import torch
 
 from ..errors import EnvError
 from ..sim.mjwarp import Sim
-from ..sim.worlds import NAMED_MODELS, build_worlds, is_flygym_model, own_motion, replay_defaults
+from ..worlds import NAMED_MODELS, is_flygym_model, resolve
 from .core import FlyVecEnv, decimation_of
 from .layout import GROUPS
 from .settle import SETTLE_SECONDS
@@ -76,12 +76,13 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
             raise EnvError(f"unknown model {model!r}; the models are: {', '.join(NAMED_MODELS)}")
         if not isinstance(worlds, int) or isinstance(worlds, bool) or worlds < 1:
             raise EnvError(f"worlds must be a positive integer, got {worlds!r}")
-        length = body_length("mm" if nmf else "m")
-        ws = build_worlds(model, worlds, device, vision=vision is not None,
-                          decorate=(lambda spec: t.decorate(spec, length)) if _decorates(t) else None)
-        sim = ws.sim
-        motion = motion if motion is not None else own_motion(ws)
-        act_ids = act_ids if act_ids is not None else ws.act_ids
+    length = body_length("mm" if nmf else "m")
+    # the model's worlds and its own recording (with sim=: those worlds, the motion as given)
+    ws = resolve(model, worlds if sim is None else None, device=device, sim=sim, act_ids=act_ids,
+                 motion=motion if motion is not None or sim is None else False, vision=vision is not None,
+                 decorate=(lambda spec: t.decorate(spec, length)) if _decorates(t) else None,
+                 interp="cubic" if nmf else "linear")
+    sim, motion, act_ids = ws.sim, ws.motion, ws.act_ids
     if motion is None and t.needs_motion:
         raise EnvError(f"task {t.name!r} imitates a recording: pass motion= with sim=")
     names = motion.dof_names if motion is not None else None
@@ -91,13 +92,12 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
         act_ids = sim.actuator_ids(names)
     if names is None:
         names = tuple(f"actuator{int(a)}" for a in act_ids.tolist())
-    interp = replay_defaults(model if nmf else None, own=True)[0]
     if not isinstance(max_episode_steps, int) or max_episode_steps < 0:
         raise EnvError(f"max_episode_steps must be an integer >= 0, got {max_episode_steps!r}")
-    return FlyVecEnv(t, sim, act_ids, names, motion=motion, interp=interp, frame_mode="clamp" if nmf else "loop",
+    return FlyVecEnv(t, sim, act_ids, names, motion=motion, interp=ws.interp, frame_mode="clamp" if nmf else "loop",
                      decimation=decimation_of(control_dt, sim.timestep), max_episode_steps=max_episode_steps,
                      observe=observe, vision=vision, seed=seed, check_actions=check_actions,
-                     model_unit="mm" if nmf else "m", graph=graph, settle=settle, copy=copy)
+                     model_unit=ws.unit, graph=graph, settle=settle, copy=copy)
 
 
 def _decorates(task: Task) -> bool:

@@ -19,9 +19,11 @@ import mujoco
 import numpy as np
 import torch
 
+from ..worlds import WARMUP_SECONDS
+
 __all__ = ["settle", "SETTLE_SECONDS"]
 
-SETTLE_SECONDS = 0.05  # FlyGym's warm-up before a recording starts
+SETTLE_SECONDS = WARMUP_SECONDS  # FlyGym's warm-up before a recording starts (flycuda.worlds)
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 16
 

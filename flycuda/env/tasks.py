@@ -16,7 +16,7 @@ import torch
 
 from ..errors import EnvError
 from ..ops import motion_at
-from ..sim.worlds import add_bodies
+from ..sim.bodies import add_bodies
 
 __all__ = ["Task", "Imitate", "Walk", "Approach", "TASKS", "body_length"]
 
@@ -95,7 +95,7 @@ class Task:
         return qn, vn
 
     def bodies(self, length: float) -> list[dict]:
-        """The task's objects (:func:`flycuda.sim.worlds.add_bodies`' descriptions; ``length``:
+        """The task's objects (:func:`flycuda.sim.bodies.add_bodies`' descriptions; ``length``:
         the fly's body length in the model's unit). Most tasks have none."""
         return []
 

@@ -7,11 +7,12 @@ store, and reading a recording back.
 * :mod:`.store`: the zarr v3 store and its writer thread;
 * :mod:`.reader`: :class:`Recording` (reads a store lazily) and :class:`Target`
   (where a replay's recording goes);
-* :mod:`.loop`: :class:`LoopRecorder`, the same for a loop of one's own (a controller, a CPG).
+* :mod:`.sink`: the one way a store is opened and closed (a replay's, a LoopRecorder's);
+* :mod:`.loop_recorder`: :class:`LoopRecorder`, the same for a loop of one's own (a controller, a CPG).
 """
 
 from ..errors import ObservableError, RecordingError, StoreError
-from .loop import LoopRecorder
+from .loop_recorder import LoopRecorder
 from .observables import Observable, parse, resolve
 from .reader import Recording, Target, parse_worlds
 from .recorder import Recorder

@@ -150,7 +150,7 @@ class Recorder:
     def _stream(self, obs: Observable, steps: int, chunk_bytes: int, min_rows: int) -> _Stream:
         W, D = obs.source.shape[0], obs.width
         rows = obs.rows(steps)
-        if obs.update is not None:  # sampled between launches (flycuda.replay.vision_stage): no launch to align with
+        if obs.update is not None:  # sampled between launches (flycuda.vision.stage): no launch to align with
             min_rows = 1
         C = rows_per_chunk(self.plan_worlds or W, D, rows, chunk_bytes, -(-min_rows // obs.every))
         m = min_rows // math.gcd(min_rows, obs.every)  # C * every a multiple of a launch's steps, so
@@ -254,10 +254,16 @@ class Recorder:
 
     def array_specs(self, worlds: int, world_chunk: int | None = None) -> list:
         """The store's arrays for these streams (:class:`flycuda.recording.store.ArraySpec`):
-        ``worlds`` in all (torchrun: every rank's), chunked by ``world_chunk`` worlds."""
+        ``worlds`` in all (torchrun: every rank's), chunked by ``world_chunk`` worlds; with a
+        tracker, its targets ("targets") right after the tracked observable."""
         wc = world_chunk or worlds
-        return [zstore.ArraySpec(st.obs.name, worlds, st.rows, st.obs.column_names, st.obs.every, wc, st.C,
-                                 st.obs.spec, st.obs.attrs) for st in self.streams]
+        specs = [zstore.ArraySpec(st.obs.name, worlds, st.rows, st.obs.column_names, st.obs.every, wc, st.C,
+                                  st.obs.spec, st.obs.attrs) for st in self.streams]
+        if self.tracker is not None:
+            st = self.stream(self.track)
+            specs.insert(self.streams.index(st) + 1, zstore.ArraySpec("targets", worlds, st.rows,
+                                                                      st.obs.column_names, st.obs.every, wc, st.C))
+        return specs
 
     def abort(self) -> None:
         """Later work on the simulation stream (and the memory freed with this

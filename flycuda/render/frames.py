@@ -31,11 +31,21 @@ def mosaic(tiles: torch.Tensor, cols: int | None = None) -> torch.Tensor:
     return out.view(rows, cols, H, Wd, 3).permute(0, 2, 1, 3, 4).reshape(rows * H, cols * Wd, 3)
 
 
+VIDEO_FPS = 30.0  # frames per simulated second of every video flycuda writes
+
+
+def frames_every(timestep: float, steps_per_launch: int = 1) -> int:
+    """Physics steps between video frames: :data:`VIDEO_FPS` frames per simulated second, on
+    the grid of launches of ``steps_per_launch`` steps (so that no eager step is needed)."""
+    K = steps_per_launch
+    return max(K, round(1.0 / (VIDEO_FPS * timestep) / K) * K)
+
+
 class FrameWriter:
     """Collects mosaic frames; writes an mp4 (``video``) and/or the last frame as
     PNG (``png``) on :meth:`close`, through temp files renamed into place."""
 
-    def __init__(self, video: str | None = None, png: str | None = None, fps: float = 30.0):
+    def __init__(self, video: str | None = None, png: str | None = None, fps: float = VIDEO_FPS):
         for path, ext in ((video, (".mp4", ".gif")), (png, (".png",))):
             if path is not None:
                 if not path.lower().endswith(ext):

@@ -1,18 +1,22 @@
 """The main job: replay recorded fly motion in N worlds, recording and rendering as it goes.
 
-* :mod:`.settings`: the checks of what was asked, each world's start frame;
-* :mod:`.run`: :func:`replay` (initial state, warm-up, graph capture, the timed loop);
+* :mod:`.settings`: :class:`ReplaySettings`, the checks of what was asked, each world's start frame;
+* :mod:`.entry`: :func:`replay`: the worlds resolved (:mod:`flycuda.worlds`), the loop set up,
+  the store opened, run and closed;
+* :mod:`.device_loop`: :class:`ReplayLoop` (initial state, warm-up, graph capture, the timed loop);
+* :mod:`.job`: :func:`run_job`, a replay with its outputs as ``flycuda replay`` runs it (one
+  process or a torchrun rank's share);
 * :mod:`.results`: :class:`ReplayResult` and its report;
-* :mod:`.vision_stage`: the eyes sampled during a replay (``vision=``);
 * :mod:`.playback`: a recording rendered afterwards (``flycuda render``);
 * :mod:`.plot`: the joint-angle plot; :mod:`.distributed`: torchrun ranks.
 """
 
 from ..errors import ReplayError
+from .entry import replay
+from .job import Outputs, run_job
 from .playback import render_recording
 from .plot import plot_tracking
 from .results import ReplayResult, tracking_rmse
-from .run import replay
 from .settings import ReplaySettings
 
-__all__ = ["replay", "ReplaySettings", "ReplayResult", "ReplayError", "render_recording", "plot_tracking", "tracking_rmse"]
+__all__ = ["replay", "run_job", "Outputs", "ReplaySettings", "ReplayResult", "ReplayError", "render_recording", "plot_tracking", "tracking_rmse"]

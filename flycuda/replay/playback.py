@@ -21,8 +21,9 @@ from tqdm.auto import tqdm
 
 from ..recording.reader import Recording, RecordingError, parse_worlds
 from ..render import FrameWriter, TileRenderer, camera_arg
-from ..sim.worlds import add_bodies, build_worlds
+from ..sim.bodies import add_bodies
 from ..vision.eyes import flygym_retina, mosaic_with_eyes
+from ..worlds import resolve
 
 __all__ = ["render_recording", "PlaybackResult"]
 
@@ -84,8 +85,8 @@ def render_recording(source, out: str | None = None, *, worlds="0:16", camera: s
             raise RecordingError("the recording does not name its model (it was made from a Sim given to replay): "
                                  "pass sim= (that model, one world per selected world)")
         bodies = info.get("bodies") or []  # a task's objects (flycuda env's approach pillar), drawn again
-        built = build_worlds(info["model"], len(ids), device,
-                             decorate=(lambda spec: add_bodies(spec, bodies)) if bodies else None)
+        built = resolve(info["model"], len(ids), device=device, motion=False,
+                        decorate=(lambda spec: add_bodies(spec, bodies)) if bodies else None)
         sim, camera = built.sim, camera or info.get("camera") or built.camera
     camera = camera or info.get("camera") or "track"
     if sim.nworld != len(ids) or sim.mjm.nq != qpos.shape[2]:

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import RecordingError
-from ..recording.reader import Recording
 
-SETTLE_SECONDS = 0.01  # tracking error ignores the first 10 ms (servos settle)
+TRACKING_SKIP_SECONDS = 0.01  # the tracking error leaves out the first 10 ms (the servos settle)
 SPLIT_STEPS = 10       # eager steps timed stage by stage
 
 
@@ -53,7 +52,7 @@ class ReplayResult:
     recorder_device_bytes: int = 0  # device memory of the recording (rings, tracking)
     rows_written: dict = field(default_factory=dict)  # samples written per stored array
     render_afterwards: bool = False  # the video was rendered from the store after the run
-    vision: str = ""           # the vision stage's spec (flycuda.replay.vision_stage), "" without one
+    vision: str = ""           # the vision stage's spec (flycuda.vision.stage), "" without one
     vision_samples: int = 0    # readouts of every world taken
     vision_rays: int = 0       # rays per readout (world and eye)
     vision_device_bytes: int = 0  # device memory of the vision stage (rings not included)
@@ -126,7 +125,7 @@ class ReplayResult:
         ]
         if rmse is not None and rmse.numel():
             lines.append(f"  tracking RMSE  {math.degrees(float(rmse.pow(2).mean().sqrt())):.2f} deg over "
-                         f"{len(self.dof_names)} DOFs after {SETTLE_SECONDS * 1e3:.0f} ms{worst}")
+                         f"{len(self.dof_names)} DOFs after {TRACKING_SKIP_SECONDS * 1e3:.0f} ms{worst}")
         if self.recording is not None or self.store_bytes:
             rate = self.store_bytes / self.store_seconds / 2**20 if self.store_seconds > 0 else math.nan
             lines.append(f"  recording      {self.store_bytes / 2**20:,.1f} MiB streamed to the store ({rate:,.0f} MiB/s "
@@ -157,10 +156,15 @@ class ReplayResult:
 def tracking_rmse(recorded: torch.Tensor, targets: torch.Tensor, timestep: float,
                   record_every: int) -> torch.Tensor:
     """RMSE per DOF ([D]) of recorded vs target angles [W, R, D], over worlds and the
-    samples after the first SETTLE_SECONDS (always at least the last sample)."""
-    R = recorded.shape[1]
-    settle = min(int(math.ceil(SETTLE_SECONDS / (timestep * record_every))), R - 1)
+    samples after the first TRACKING_SKIP_SECONDS (always at least the last sample)."""
+    settle = settle_row(timestep, record_every, recorded.shape[1])
     return (recorded[:, settle:] - targets[:, settle:]).pow(2).mean(dim=(0, 1)).sqrt()
+
+
+def settle_row(timestep: float, every: int, rows: int) -> int:
+    """The first sample (of ``rows``, one every ``every`` steps) the tracking error counts: the
+    first after TRACKING_SKIP_SECONDS, and never past the last."""
+    return min(int(math.ceil(TRACKING_SKIP_SECONDS / (timestep * every))), rows - 1)
 
 
 def rmse_from_sums(sq: torch.Tensor, count: int) -> torch.Tensor:
@@ -177,9 +181,10 @@ def peak_memory(dev: torch.device) -> str:
 
 
 def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wall: float, jit_seconds: float,
-                profile_summary: str, recording=None, writer=None, overflow: dict | None = None) -> ReplayResult:
-    """The ReplayResult of a finished run (``flycuda.replay.loop.Run``); ``recording``: the
-    store's zarr group, if any; ``overflow``: :meth:`flycuda.sim.Sim.overflowed` of its end."""
+                profile_summary: str, sink=None, overflow: dict | None = None) -> ReplayResult:
+    """The ReplayResult of a finished run (:class:`flycuda.replay.device_loop.ReplayLoop`); ``sink``:
+    its store (:class:`flycuda.recording.sink.Sink`), if any; ``overflow``:
+    :meth:`flycuda.sim.Sim.overflowed` of its end."""
     if int(run.step[0]) != run.steps:  # the device counter must agree with the host's count
         raise RuntimeError(f"flycuda replay: device step counter {int(run.step[0])} != {run.steps} steps run")
     split = dict(split, render=renders.seconds)
@@ -190,6 +195,7 @@ def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wal
     tracker = rec.tracker
     sq = tracker.sq.cpu()
     sel = getattr(renders.renderer, "worlds", None)
+    writer = sink.writer if sink is not None else None
     return ReplayResult(
         worlds=sim.nworld, steps=run.steps, timestep=sim.timestep, device=str(run.dev),
         graph=cuda_graph is not None, steps_per_graph=steps_per_graph if run.launched else 1,
@@ -198,7 +204,7 @@ def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wal
         peak_memory=peak_memory(run.dev), rmse_per_dof=rmse_from_sums(sq, tracker.count),
         profile_summary=profile_summary, render_frames=renders.frames,
         render_tiles=int(sel.numel()) if isinstance(sel, torch.Tensor) else sim.nworld, interp=run.interp,
-        recording=Recording(recording) if recording is not None else None, track_sq=sq,
+        recording=sink.recording() if sink is not None else None, track_sq=sq,
         track_count=tracker.count, store_bytes=writer.bytes_written if writer else 0,
         store_seconds=writer.seconds if writer else 0.0, recorder_device_bytes=rec.device_bytes(),
         rows_written=dict(writer.rows) if writer else {}, vision=str(eyes.spec) if eyes else "",

@@ -7,15 +7,17 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import torch
-
 from .. import ops
 from ..errors import ReplayError
+from ..recording.observables import parse
+from ..recording.reader import Target
 from ..recording.recorder import CHUNK_BYTES
-from ..sim.motion import Motion, MotionError, offsets_from_seconds, snippet_offsets
+from ..recording.sink import target_of
+from ..sim.motion import check_duration, check_motion_worlds, resolve_offsets
+from ..vision.spec import VisionSpec, parse_vision
 
-__all__ = ["ReplaySettings", "ReplayError", "INTERPS", "check_settings", "check_duration", "check_motion_worlds",
-           "resolve_offsets"]
+__all__ = ["ReplaySettings", "Checked", "ReplayError", "INTERPS", "check_settings", "observe_specs", "check_duration",
+           "check_motion_worlds", "resolve_offsets"]
 
 INTERPS = ("linear", "cubic")
 
@@ -26,10 +28,14 @@ class ReplaySettings:
     replay`` (the CLI builds one of these), documented here once.
 
     Attributes:
-        model: a name (``flycuda.sim.NAMED_MODELS``: "hexapod", "neuromechfly",
+        model: a name (``flycuda.worlds.NAMED_MODELS``: "hexapod", "neuromechfly",
             "neuromechfly-capsules", as the CLI's ``--model``), an MJCF path/string, a
             ``mujoco.MjModel``, or None for the built-in hexapod.
-        worlds: number of worlds (> 0).
+        motion: what the worlds replay: a name (``flycuda.worlds.NAMED_MOTIONS``: "tripod",
+            "spotlight"), an ``.npz`` recording, a :class:`flycuda.sim.Motion`, or None (the
+            model's own: FlyGym's Spotlight clip for NeuroMechFly, the tripod gait otherwise).
+        worlds: number of worlds (> 0); None: 100 on CUDA, 4 on the CPU
+            (:func:`flycuda.worlds.default_worlds`, as the CLI).
         duration: simulated seconds; default the snippet length, else the recording's.
         snippet: seconds per world; worlds start at evenly spread frames.
         offsets: start per world: seconds (a list of 1 or ``worlds`` floats) or a float64
@@ -37,8 +43,8 @@ class ReplaySettings:
         mode: "clamp" (hold the last frame) or "loop".
         interp: "linear" (``motion_to_ctrl``) or "cubic" (``spline_to_ctrl``: the
             not-a-knot spline FlyGym resamples recordings with, from ``motion.angles64``
-            when set); None: the model's (:func:`flycuda.sim.worlds.replay_defaults`:
-            cubic for NeuroMechFly's own clip, else linear).
+            when set); None: the model's (:func:`flycuda.worlds.resolve`: cubic for
+            NeuroMechFly's own clip, else linear).
         device: "cuda", "cpu" or None (CUDA when available).
         graph: capture the step in a CUDA graph (CUDA only; ignored on the CPU).
         steps_per_graph: K steps per graph launch.
@@ -59,7 +65,7 @@ class ReplaySettings:
         chunk_bytes: about this many bytes per recorded chunk (device and host).
         vision: record every world's ommatidia readouts (a fly with eye cameras):
             ``"exact"``, ``"fast:K"``, with ``@STEPS`` or ``@HZhz`` (default 500 Hz), as the
-            array ``vision`` (:mod:`flycuda.replay.vision_stage`); None: no vision.
+            array ``vision`` (:mod:`flycuda.vision.stage`); None: no vision.
         render_every: render every N steps with the renderer (0: never).
         profile: path of a torch.profiler Chrome/Perfetto trace to write.
         progress: show a progress bar.
@@ -67,7 +73,8 @@ class ReplaySettings:
     """
 
     model: object = None
-    worlds: int = 2
+    motion: object = None
+    worlds: int | None = None
     duration: float | None = None
     snippet: float | None = None
     offsets: object = None
@@ -102,16 +109,39 @@ class ReplaySettings:
             raise ReplayError(f"settings must be a ReplaySettings, got {type(settings).__name__}")
         return dataclasses.replace(settings or cls(), **options)
 
-    def check(self, renderer=None) -> None:
-        """One line naming the first bad setting (ReplayError); None means the model's
-        default (resolved by :func:`flycuda.replay.replay`)."""
+    def check(self, renderer=None) -> Checked:
+        """Every check of the settings alone, before anything is built: one line naming the
+        first bad setting (ReplayError); None means the model's default (resolved by
+        :func:`flycuda.worlds.resolve`). Returns what the checks parsed."""
         check_settings(self.worlds, self.steps_per_graph, self.record_every, self.render_every, renderer, self.mode,
                        self.interp or "linear", 0.0 if self.warmup is None else self.warmup)
+        return Checked(observe_specs(self.observe), parse_vision(self.vision) if self.vision is not None else None,
+                       target_of(self.record, self.overwrite))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What :meth:`ReplaySettings.check` parsed: the observables ("angles" first), the vision
+    spec (or None) and where the recording goes (a checked Target, or None)."""
+
+    specs: list
+    vision: VisionSpec | None
+    target: Target | None
+
+
+def observe_specs(observe) -> list:
+    """The parsed observables, "angles" first (added when missing)."""
+    if isinstance(observe, str):
+        observe = (observe,)
+    specs = [parse(o) if isinstance(o, str) else o for o in observe]
+    if not any(s.kind == "angles" for s in specs):
+        specs.insert(0, parse("angles"))
+    return sorted(specs, key=lambda s: s.kind != "angles")
 
 
 def check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup) -> None:
     """One line naming the first bad setting (ReplayError)."""
-    if isinstance(worlds, bool) or not isinstance(worlds, int) or worlds <= 0:
+    if worlds is not None and (isinstance(worlds, bool) or not isinstance(worlds, int) or worlds <= 0):
         raise ReplayError(f"worlds must be a positive integer, got {worlds!r}")
     for name, v in (("steps_per_graph", steps_per_graph), ("record_every", record_every)):
         if not isinstance(v, int) or v < 1:
@@ -126,35 +156,3 @@ def check_settings(worlds, steps_per_graph, record_every, render_every, renderer
         raise ReplayError(f"interp must be 'linear' or 'cubic', got {interp!r}")
     if isinstance(warmup, bool) or not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0):
         raise ReplayError(f"warmup must be >= 0 seconds, got {warmup!r}")
-
-
-def check_duration(motion: Motion, duration, snippet) -> float:
-    """The simulated seconds: ``duration``, else the snippet length, else the recording's."""
-    if duration is None:
-        duration = snippet if snippet is not None else motion.duration
-    if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):
-        raise ReplayError(f"duration must be > 0 seconds, got {duration!r}")
-    return duration
-
-
-def check_motion_worlds(motion: Motion, worlds: int) -> None:
-    """A per-world motion buffer must have one recording per world."""
-    if motion.angles.dim() == 3 and motion.angles.shape[0] not in (1, worlds):
-        raise MotionError(f"a per-world motion buffer must have {worlds} (= worlds) recordings, "
-                          f"got {motion.angles.shape[0]}")
-
-
-def resolve_offsets(motion: Motion, worlds: int, snippet=None, offsets=None) -> torch.Tensor:
-    """float64 [worlds] start frame of each world: from ``offsets`` (seconds: one or one per
-    world; or a float64 tensor of frames), from evenly spread ``snippet`` starts, or 0."""
-    if offsets is not None and snippet is not None:
-        raise ReplayError("give snippet or offsets, not both")
-    if offsets is not None:
-        if isinstance(offsets, torch.Tensor):
-            if offsets.shape != (worlds,):
-                raise ReplayError(f"offsets must have shape [{worlds}] (frames), got {tuple(offsets.shape)}")
-            return offsets.to(torch.float64)
-        return offsets_from_seconds(motion, list(offsets), worlds)
-    if snippet is not None:
-        return snippet_offsets(motion, worlds, snippet)
-    return torch.zeros(worlds, dtype=torch.float64)

@@ -5,8 +5,10 @@
 * :mod:`.hexapod`: the built-in fly-like hexapod (no FlyGym needed);
 * :mod:`.motion`: :class:`Motion` recordings, the tripod gait, world start frames;
 * :mod:`.streams`: torch and Warp on one CUDA stream, graph capture;
-* :mod:`.flygym`: FlyGym's NeuroMechFly, GPUSimulation and Spotlight clip (also ``flycuda.flygym``);
-* :mod:`.worlds`: the models by name, one table for the CLI and Python.
+* :mod:`.bodies`: a task's objects added to a model's spec before it is compiled.
+
+FlyGym's NeuroMechFly lives one floor up (:mod:`flycuda.flygym`), and the models by name
+(the resolver of what each brings) in :mod:`flycuda.worlds`.
 
 Warp is imported on first use (``Sim.build``), never by importing this package.
 """
@@ -15,8 +17,6 @@ from ..errors import BridgeError, CaptureAllocationError, CaptureError, FlyGymEr
 from .hexapod import fly_model
 from .mjwarp import Sim
 from .motion import Motion, load_motion, save_motion, tripod_gait
-from .worlds import NAMED_MODELS, NAMED_MOTIONS, build_worlds
 
-__all__ = ["Sim", "Motion", "load_motion", "save_motion", "tripod_gait", "fly_model", "build_worlds",
-           "NAMED_MODELS", "NAMED_MOTIONS", "BridgeError", "FlyGymError", "MotionError", "CaptureError",
+__all__ = ["Sim", "Motion", "load_motion", "save_motion", "tripod_gait", "fly_model", "BridgeError", "FlyGymError", "MotionError", "CaptureError",
            "CaptureAllocationError"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import MotionError
+from ..errors import MotionError, ReplayError
 from ..ops.spline import spline_coeffs
 from .hexapod import DOF_NAMES, LEG_DOFS, LEGS
 
@@ -186,3 +186,45 @@ def offsets_from_seconds(motion: Motion, seconds: list[float], worlds: int) -> t
         raise MotionError(f"offsets must be finite seconds, got {seconds}")
     out = torch.tensor(vals, dtype=torch.float64) * motion.fps
     return out.expand(worlds).clone() if len(vals) == 1 else out
+
+
+def motion_window(motion: Motion, worlds: int, duration=None, snippet=None, offsets=None) -> tuple[float, torch.Tensor]:
+    """What ``worlds`` worlds replay of ``motion``: (the simulated seconds, float64 [worlds]
+    start frames), each checked (see :func:`check_duration`, :func:`resolve_offsets`,
+    :func:`check_motion_worlds`)."""
+    seconds = check_duration(motion, duration, snippet)
+    offs = resolve_offsets(motion, worlds, snippet, offsets)
+    check_motion_worlds(motion, worlds)
+    return seconds, offs
+
+
+def check_duration(motion: Motion, duration, snippet) -> float:
+    """The simulated seconds: ``duration``, else the snippet length, else the recording's."""
+    if duration is None:
+        duration = snippet if snippet is not None else motion.duration
+    if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):
+        raise ReplayError(f"duration must be > 0 seconds, got {duration!r}")
+    return duration
+
+
+def check_motion_worlds(motion: Motion, worlds: int) -> None:
+    """A per-world motion buffer must have one recording per world."""
+    if motion.angles.dim() == 3 and motion.angles.shape[0] not in (1, worlds):
+        raise MotionError(f"a per-world motion buffer must have {worlds} (= worlds) recordings, "
+                          f"got {motion.angles.shape[0]}")
+
+
+def resolve_offsets(motion: Motion, worlds: int, snippet=None, offsets=None) -> torch.Tensor:
+    """float64 [worlds] start frame of each world: from ``offsets`` (seconds: one or one per
+    world; or a float64 tensor of frames), from evenly spread ``snippet`` starts, or 0."""
+    if offsets is not None and snippet is not None:
+        raise ReplayError("give snippet or offsets, not both")
+    if offsets is not None:
+        if isinstance(offsets, torch.Tensor):
+            if offsets.shape != (worlds,):
+                raise ReplayError(f"offsets must have shape [{worlds}] (frames), got {tuple(offsets.shape)}")
+            return offsets.to(torch.float64)
+        return offsets_from_seconds(motion, list(offsets), worlds)
+    if snippet is not None:
+        return snippet_offsets(motion, worlds, snippet)
+    return torch.zeros(worlds, dtype=torch.float64)

@@ -3,7 +3,9 @@
 * :mod:`.retina`: :class:`RetinaMap` (FlyGym's ommatidia id map, pale mask, fisheye
   lookup) and its exact and fast :class:`PoolingMap` s;
 * :mod:`.eyes`: :class:`Vision` (eye cameras traced at the retina's raw pixels by the
-  tile renderer, pooled by ``pool_ommatidia``), and drawing the eyes under a mosaic.
+  tile renderer, pooled by ``pool_ommatidia``), and drawing the eyes under a mosaic;
+* :mod:`.spec`: the one grammar of a vision spec (``exact``, ``fast:K``, ``@RATE``);
+* :mod:`.stage`: :class:`VisionStage`, the eyes sampled at a rate inside a replay's step.
 """
 
 from ..errors import VisionError

@@ -17,14 +17,12 @@ Memory: the rings (2 chunks of about 16 MiB per observable) whatever ``steps`` i
 
 from __future__ import annotations
 
-import os
-
 from .. import ops
 from ..errors import RecordingError
-from . import store as zstore
 from .observables import Observable, parse, resolve
 from .reader import Recording
 from .recorder import CHUNK_BYTES, Recorder
+from .sink import open_sink, target_of
 
 __all__ = ["LoopRecorder"]
 
@@ -60,21 +58,17 @@ class LoopRecorder:
         specs = [parse(o) if isinstance(o, str) else o for o in items if not isinstance(o, Observable)]
         if not specs and not own:
             raise RecordingError("observe must name at least one observable, e.g. ['qpos@30hz']")
-        if isinstance(store, (str, os.PathLike)) and store != "memory":
-            zstore.check_path(os.fspath(store), overwrite)  # before anything is allocated
+        target = target_of(store, overwrite)  # a path is checked before anything is allocated
         self.sim, self.steps, self.done = sim, steps, 0
         self.counter = ops.new_step_counter(sim.device)
         dt = float(timestep) if timestep is not None else sim.timestep
-        self.recorder = Recorder(resolve(sim, specs, timestep=dt) + own, steps, sim.device, store=store is not None,
+        self.recorder = Recorder(resolve(sim, specs, timestep=dt) + own, steps, sim.device, store=target is not None,
                                  chunk_bytes=chunk_bytes)
-        self.group = self.writer = None
-        if store is not None:
-            target = zstore.memory_store() if store == "memory" else store
+        self.sink = None
+        if target is not None:
             facts = dict(timestep=dt, worlds=sim.nworld, steps=steps, source="flycuda.recording.LoopRecorder",
                          **({"model": model} if model is not None else {}), **(facts or {}))
-            self.group = zstore.create(target, self.recorder.array_specs(sim.nworld), facts, overwrite=overwrite)
-            self.writer = zstore.Writer(self.group, device=sim.device)
-            self.recorder.attach(self.writer)
+            self.sink = open_sink(target, self.recorder, facts, sim.nworld, sim.device)
         self.closed = False
         self.recorder.record(self.counter)  # sample 0: the state now
         self.recorder.flush_ready(0)
@@ -120,13 +114,13 @@ class LoopRecorder:
         (with the samples written so far: a loop that stopped early keeps what it ran);
         returns the :class:`Recording` (None without a store)."""
         if self.closed:
-            return Recording(self.group) if self.group is not None else None
+            return self.sink.recording() if self.sink is not None else None
         self.closed = True
         self.recorder.finish(self.done)
-        if self.writer is None:
+        if self.sink is None:
             return None
-        zstore.close(self.group, self.writer, ok=True, steps_run=self.done)
-        return Recording(self.group)
+        self.sink.close(ok=True, steps_run=self.done)
+        return self.sink.recording()
 
     def abort(self, why: str) -> None:
         """Stops after an error: the store is marked incomplete, its finished chunks readable."""
@@ -134,8 +128,8 @@ class LoopRecorder:
             return
         self.closed = True
         self.recorder.abort()
-        if self.writer is not None:
-            zstore.close(self.group, self.writer, ok=False, why=why)
+        if self.sink is not None:
+            self.sink.close(ok=False, why=why)
 
     def __enter__(self) -> LoopRecorder:
         return self

@@ -29,8 +29,8 @@ import torch
 
 from ..recording.observables import Observable
 from ..sim import streams
-from ..vision.eyes import Vision, readout_names
-from ..vision.spec import DEFAULT_HZ, VisionSpec, parse_vision
+from .eyes import Vision, readout_names
+from .spec import DEFAULT_HZ, VisionSpec, parse_vision
 
 __all__ = ["VisionSpec", "VisionStage", "parse_vision", "DEFAULT_HZ"]  # the grammar: flycuda.vision.spec
 

@@ -1,10 +1,9 @@
-"""The replay's step loop: the worlds' device buffers (:class:`Run`), the initial state
+"""The replay's device loop: the worlds' device buffers (:class:`ReplayLoop`), the initial state
 and warm-up, the synchronized split steps, graph capture, and the timed loop of graph
 launches and eager steps; frames rendered along the way (:class:`Renders`)."""
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -19,11 +18,11 @@ from ..sim import streams
 from ..sim.mjwarp import Sim
 from ..sim.motion import Motion
 from ..vision.eyes import mosaic_with_eyes
-from .results import SETTLE_SECONDS, SPLIT_STEPS
+from .results import SPLIT_STEPS, settle_row
 from .schedule import Schedule
 from .settings import ReplayError
 
-__all__ = ["Run", "Renders", "sync", "progress_bar", "warm_up_and_split", "capture", "timed_loop", "Schedule", "TargetRows"]
+__all__ = ["ReplayLoop", "Renders", "sync", "progress_bar", "warm_up_and_split", "capture", "timed_loop", "Schedule", "TargetRows"]
 
 
 def sync(sim: Sim) -> None:
@@ -35,7 +34,7 @@ def sync(sim: Sim) -> None:
 
 
 @dataclass
-class Run:
+class ReplayLoop:
     """The worlds, their zero-copy views and the device buffers of one replay."""
 
     sim: Sim
@@ -51,7 +50,7 @@ class Run:
     fps_step: float            # recording frames per simulation step
     step: torch.Tensor         # the device step counter
     recorder: Recorder | None = None
-    vision: object = None      # a flycuda.replay.vision_stage.VisionStage, or None
+    vision: object = None      # a flycuda.vision.stage.VisionStage, or None
     done: int = 0              # steps run so far
     launched: int = 0          # steps run inside launches of K (graphs on CUDA, K plain calls on the CPU)
     eager: int = 0             # steps run one by one (the warm-up, partial launches)
@@ -60,7 +59,7 @@ class Run:
 
     @classmethod
     def setup(cls, sim: Sim, motion: Motion, offs, duration: float, mode: str, interp: str = "linear",
-              act_ids: torch.Tensor | None = None) -> "Run":
+              act_ids: torch.Tensor | None = None) -> "ReplayLoop":
         dev = sim.device
         if act_ids is None:
             act_ids = sim.actuator_ids(motion.dof_names)
@@ -69,10 +68,11 @@ class Run:
             raise ReplayError(f"act_ids must have shape [{len(motion.dof_names)}] (one per motion DOF), "
                               f"got {tuple(act_ids.shape)}")
         act_ids = act_ids.to(device=dev, dtype=torch.int32)
+        adrs = sim.qpos_adrs(act_ids)
         steps = max(1, int(round(duration / sim.timestep)))
         buf = motion.spline() if interp == "cubic" else motion.as_buffer()
         return cls(sim=sim, motion=motion, offs=offs, mode=mode, steps=steps, interp=interp, act_ids=act_ids,
-                   adrs=sim.qpos_adrs(act_ids), buf=buf.to(dev), offs_dev=offs.to(dev),
+                   adrs=adrs, buf=buf.to(dev), offs_dev=offs.to(dev),
                    fps_step=motion.fps * sim.timestep, step=ops.new_step_counter(dev))
 
     @property
@@ -87,14 +87,12 @@ class Run:
                         plan_worlds: int | None = None) -> None:
         """The recording stage: every observable's device ring, and the tracking error
         of the angles against the targets recomputed by :meth:`write_targets`."""
+        angles = next(o for o in observables if o.name == "angles")
+        first = settle_row(self.sim.timestep, angles.every, angles.rows(self.steps))
         self.recorder = Recorder(observables, self.steps, self.dev, store=store, chunk_bytes=chunk_bytes,
                                  min_rows=min_rows, track="angles", plan_worlds=plan_worlds)
-        every = self.recorder.stream("angles").obs.every
-        settle_row = math.ceil(SETTLE_SECONDS / (self.sim.timestep * every))
-        settle_row = min(settle_row, self.recorder.stream("angles").rows - 1)
-        C = self.recorder.stream("angles").C
-        tracker = self.recorder.add_tracker(TargetRows(self, C), settle_row)
-        tracker.targets(tracker.buf, 0, every)  # checks the ids now, not on the side stream later
+        tracker = self.recorder.add_tracker(TargetRows(self, self.recorder.stream("angles").C), first)
+        tracker.targets(tracker.buf, 0, angles.every)  # checks the ids now, not on the side stream later
         if self.vision is not None:
             self.vision.attach(self.recorder)
 
@@ -194,7 +192,7 @@ class TargetRows:
     (the op then adds 0.0): bit for bit the op at each row's step. A per-world motion
     buffer ([W, T, D] with W > 1) cannot serve W x C virtual worlds: it goes row by row."""
 
-    def __init__(self, run: Run, C: int):
+    def __init__(self, run: ReplayLoop, C: int):
         dev, W, D = run.dev, run.sim.nworld, len(run.motion.dof_names)
         self.run = run
         self.dofs = torch.arange(D, dtype=torch.int32, device=dev)
@@ -224,7 +222,7 @@ class Renders:
     """Renders a mosaic every ``every`` steps, and always the first and the last state
     (so ``--render`` has at least two frames and ``--frames`` the final state)."""
 
-    def __init__(self, run: Run, renderer, writer, every: int):
+    def __init__(self, run: ReplayLoop, renderer, writer, every: int):
         self.run, self.renderer, self.writer, self.every = run, renderer, writer, every
         self.frames, self.seconds, self.last_step = 0, 0.0, -1
 
@@ -272,7 +270,7 @@ def progress_bar(progress: bool, steps: int, worlds: int):
     return tqdm(total=steps, unit="step", desc=f"replay {worlds} worlds", leave=False)
 
 
-def warm_up_and_split(run: Run, renders: Renders, t_start: float, schedule: Schedule) -> tuple[float, dict, float]:
+def warm_up_and_split(run: ReplayLoop, renders: Renders, t_start: float, schedule: Schedule) -> tuple[float, dict, float]:
     """The first step (Warp's JIT / module load) timed with set-up, then SPLIT_STEPS
     synchronized eager steps timed stage by stage (part of the replay), then plain eager
     steps up to a multiple of the launch size (so that the launches that follow stay
@@ -300,7 +298,7 @@ def warm_up_and_split(run: Run, renders: Renders, t_start: float, schedule: Sche
     return jit_seconds, split, time.perf_counter() - t0
 
 
-def capture(run: Run, use_graph: bool, steps_per_graph: int):
+def capture(run: ReplayLoop, use_graph: bool, steps_per_graph: int):
     """K steps captured into one CUDA graph on the shared stream (not timed), or None;
     the vision stage's sample into its own."""
     if use_graph and run.vision is not None:
@@ -310,7 +308,7 @@ def capture(run: Run, use_graph: bool, steps_per_graph: int):
     return streams.capture_graph(run.one_step, run.sim.wp_device, repeat=steps_per_graph)
 
 
-def timed_loop(run: Run, renders: Renders, cuda_graph, schedule: Schedule, prof, bar) -> float:
+def timed_loop(run: ReplayLoop, renders: Renders, cuda_graph, schedule: Schedule, prof, bar) -> float:
     """The remaining steps as ``schedule`` says: launches (``cuda_graph`` on CUDA, plain
     steps on the CPU) where a whole launch fits, eager steps otherwise.
     Returns the wall seconds."""

@@ -1,0 +1,364 @@
+"""flycuda's GPU self-check: ``flycuda gpu-check`` (or ``bash run.sh gpu-check``).
+
+On a machine with an NVIDIA GPU it prints the environment (the CUDA runtime and
+driver versions as they report themselves, not torch's compiled version), then
+runs, each as its own process so that one failure does not hide the others, and
+every step able to fail:
+1. the CUDA tests (``pytest -m needs_cuda``; a run where nothing passed fails);
+2. compute-sanitizer on the op tests with torch's caching allocator off
+   (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``: otherwise an access past a tensor but
+   inside a cached block is invisible): memcheck (the render tests too, at their
+   small sizes), synccheck (barriers) and initcheck (reads of unwritten memory).
+   racecheck is not run: it checks shared-memory hazards only, and flycuda's
+   kernels use no shared memory, so it could not fail;
+3. the sanitizer self-test: a program with one deliberately broken kernel per
+   tool (flycuda/gpucheck/selftest.cu, built with the toolkit's nvcc): each tool
+   must report its kernel, and pass the clean one;
+4. a short graph-captured replay with rendering (``flycuda replay --device cuda``);
+5. the benchmarks at a small size (bench_ops, bench_replay, bench_render, bench_env at
+   1024 and 4096 worlds), a PPO learning curve on flycuda.env (examples/ppo.py), and the
+   fly's eyes at 1000 and 8192 worlds (bench_vision; needs FlyGym).
+
+The tests and benchmarks live in a checkout (tests/, bench/), not in an installed
+package: from an installed flycuda those steps are skipped, each with one line
+saying so, and the rest (environment, self-test, replay) runs. It writes
+``report.txt``, ``report.json`` and a log per step into the output folder, and a
+dated section into ``--results`` (default: bench/RESULTS.md in a checkout, else
+RESULTS.md in the output folder); it ends with PASS or FAIL (exit status 0 or 1).
+Without a GPU it says so in one line and exits 1.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import torch
+
+import flycuda
+
+from .._buildcfg import cuda_version, find_cuda_home
+from ..driver import driver_cuda
+
+HERE = os.path.dirname(os.path.abspath(__file__))   # flycuda/gpucheck
+ROOT = os.path.dirname(os.path.dirname(HERE))       # the checkout (when run from one)
+OP_TESTS = ["tests/test_motion_to_ctrl.py", "tests/test_spline_to_ctrl.py", "tests/test_record_qpos.py",
+            "tests/test_record_chunk.py", "tests/test_pool_ommatidia.py",
+            "tests/test_advance_step.py", "tests/test_cuda_graph.py", "tests/test_streams.py",
+            "tests/test_episode_ops.py"]
+RENDER_TESTS = ["tests/test_render_tiles.py", "tests/test_render_top.py"]  # CPU-sized scenes: small on a GPU
+SELFTEST_SOURCE = os.path.join(HERE, "selftest.cu")
+NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+# Each tool, the self-test kernel it must catch, and the words of its report.
+SANITIZER_TOOLS = {"memcheck": ("oob", "Invalid __global__ write"),
+                   "synccheck": ("divergent", "Barrier error"),
+                   "initcheck": ("uninit", "Uninitialized __global__ memory read")}
+NEEDS_CHECKOUT = "needs a flycuda checkout (tests/ and bench/ are not installed with the package)"
+
+
+def checkout_root(root: str = ROOT) -> str | None:
+    """The repository root when flycuda runs from a checkout (tests/ and bench/ next
+    to the package), else None (an installed package)."""
+    ok = all(os.path.isdir(os.path.join(root, d)) for d in ("tests", "bench"))
+    return root if ok else None
+
+
+@dataclasses.dataclass
+class Step:
+    """One check: a command, or a reason it cannot run here (``skip``)."""
+
+    name: str
+    argv: list[str]
+    timeout: float = 1800.0
+    skip: str = ""
+    env: dict = dataclasses.field(default_factory=dict)  # added to the environment
+    expect_report: str = ""  # the step passes only if it fails with this in its output
+    pytest: bool = False     # a pytest run: passes only if some test passed
+    cwd: str | None = None   # default: the checkout (or the current folder)
+
+
+@dataclasses.dataclass
+class Outcome:
+    name: str
+    status: str          # "pass", "fail" or "skip"
+    seconds: float
+    summary: str         # the last meaningful line of its output, or why it was skipped
+    output: str = ""     # the tail of its output
+
+
+def environment() -> dict:
+    """GPU, driver, CUDA runtime, torch, warp, mujoco-warp and flycuda's build."""
+
+    env = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "python": sys.version.split()[0], "torch": torch.__version__,
+           "torch_cuda_compiled": torch.version.cuda,
+           "flycuda": flycuda.__version__, "flycuda_build": flycuda.build_info(),
+           "flycuda_cuda_kernels": flycuda.has_cuda_ops()}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        env["gpu"] = f"{props.name} (sm_{props.major}{props.minor}, {props.total_memory / 2**30:.0f} GiB)"
+        env["gpus"] = torch.cuda.device_count()
+    env["cuda_runtime"] = cuda_runtime_version()
+    env["cuda_driver"] = driver_cuda()
+    env["driver"] = _nvidia_smi("driver_version")
+    for mod in ("warp", "mujoco", "mujoco_warp"):
+        try:
+            env[mod] = getattr(__import__(mod), "__version__", "?")
+        except Exception as e:  # noqa: BLE001 - missing is a fact to report
+            env[mod] = f"not importable ({type(e).__name__})"
+    env["compute_sanitizer"] = compute_sanitizer()
+    return env
+
+
+def _loaded_library(stem: str) -> str | None:
+    """Path of a shared library this process has loaded whose name starts with
+    ``stem`` (e.g. the libcudart torch loaded), from /proc/self/maps."""
+    try:
+        with open("/proc/self/maps") as f:
+            for ln in f:
+                path = ln.split()[-1] if ln.strip() else ""
+                if os.path.basename(path).startswith(stem):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def cuda_runtime_version(lib: str | None = None) -> str:
+    """The CUDA runtime's own version (cudaRuntimeGetVersion of the libcudart that torch
+    loaded, else the system's), not the version torch was compiled with."""
+    import torch  # noqa: F401, PLC0415  (loads torch's libcudart where it ships one)
+
+    for cand in ([lib] if lib else [_loaded_library("libcudart"), "libcudart.so", "libcudart.so.13",
+                                    "libcudart.so.12"]):
+        if not cand:
+            continue
+        try:
+            rt = ctypes.CDLL(cand)
+        except OSError:
+            continue
+        v = ctypes.c_int(0)
+        if rt.cudaRuntimeGetVersion(ctypes.byref(v)) == 0 and v.value > 0:
+            return f"{cuda_version(v.value)} ({os.path.basename(cand)})"
+    return "unknown (no libcudart could be loaded)"
+
+
+def _nvidia_smi(field: str) -> str:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return "unknown (no nvidia-smi)"
+    try:
+        out = subprocess.run([exe, f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def find_nvcc() -> str | None:
+    """The toolkit's nvcc (PATH, else the CUDA toolkit), or None."""
+    home = find_cuda_home()
+    cand = os.path.join(home, "bin", "nvcc") if home else None
+    return cand if cand and os.path.isfile(cand) else shutil.which("nvcc")
+
+
+def compute_sanitizer() -> str | None:
+    """Path of compute-sanitizer (PATH, else the CUDA toolkit), or None."""
+    exe = shutil.which("compute-sanitizer")
+    home = find_cuda_home()
+    if not exe and home:
+        cand = os.path.join(home, "bin", "compute-sanitizer")
+        exe = cand if os.path.isfile(cand) else None
+    return exe
+
+
+def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
+         sanitizer: str | None = None, root: str | None = ROOT, nvcc: str | None = None,
+         arch: str = "native", have_flygym: bool = True) -> list[Step]:
+    """The steps of the self-check, in order. ``root``: the checkout (None: an
+    installed package, whose test and benchmark steps are skipped); ``nvcc``: the
+    toolkit's nvcc for the sanitizer self-test (None: skipped, said why);
+    ``have_flygym``: FlyGym (NeuroMechFly's eyes, its retina and CPU vision) for the
+    vision benchmark's GPU rows."""
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "needs_cuda"]
+    no_warp = "" if have_warp else "mujoco_warp/warp are not installed"
+    no_tests = "" if root else NEEDS_CHECKOUT
+    no_san = "" if sanitizer else "compute-sanitizer not found"
+    tool = sanitizer or "compute-sanitizer"
+    steps = [Step("CUDA tests", pytest + ["tests"], skip=no_tests, pytest=True)]
+    for name in SANITIZER_TOOLS:
+        tests = OP_TESTS + (RENDER_TESTS if name == "memcheck" else [])
+        steps.append(Step(f"compute-sanitizer {name}", [tool, "--tool", name, "--error-exitcode", "1"] + pytest + tests,
+                          skip=no_san or no_tests, env=dict(NO_CACHING), pytest=True, timeout=3600.0))
+    exe = os.path.join(out_dir, "gpucheck_selftest")
+    no_nvcc = "" if nvcc else "nvcc not found (the CUDA toolkit builds the self-test)"
+    steps.append(Step("sanitizer self-test build", [nvcc or "nvcc", f"-arch={arch}", "-lineinfo", "-o", exe,
+                                                    SELFTEST_SOURCE], skip=no_san or no_nvcc, timeout=600.0))
+    for name, (mode, report) in SANITIZER_TOOLS.items():
+        steps.append(Step(f"self-test: {name} catches '{mode}'", [tool, "--tool", name, "--error-exitcode", "1", exe, mode],
+                          skip=no_san or no_nvcc, expect_report=report, timeout=600.0))
+        steps.append(Step(f"self-test: {name} passes 'clean'", [tool, "--tool", name, "--error-exitcode", "1", exe, "clean"],
+                          skip=no_san or no_nvcc, timeout=600.0))
+    steps.append(Step("graph-captured replay with rendering",
+                      [python, "-m", "flycuda", "replay", "--device", "cuda", "--worlds", "64", "--duration", "0.05",
+                       "--steps-per-graph", "5", "--render-every", "25", "--frames",
+                       os.path.join(out_dir, "replay_frame.png"), "--json", os.path.join(out_dir, "replay.json"),
+                       "--no-progress"], skip=no_warp))
+    steps.append(Step("bench_ops", [python, "bench/bench_ops.py", "--device", "cuda", "--worlds", "100", "1000",
+                                    "4096", "--steps", "500", "--repeats", "3", "--no-record"] +
+                      ([] if have_warp else ["--no-warp"]), skip=no_tests))
+    steps.append(Step("bench_replay", [python, "bench/bench_replay.py", "--device", "cuda", "--worlds", "100",
+                                       "1000", "--steps", "200", "--repeats", "2", "--no-record"],
+                      skip=no_warp or no_tests))
+    steps.append(Step("bench_render", [python, "bench/bench_render.py", "--device", "cuda", "--worlds", "100",
+                                       "1000", "--sizes", "64x64", "320x240", "--frames", "5", "--repeats", "2",
+                                       "--no-record"], skip=no_warp or no_tests))
+    steps.append(Step("bench_env", [python, "bench/bench_env.py", "--device", "cuda", "--worlds", "1024", "4096",
+                                    "--steps", "50", "--rounds", "3", "--no-results"], skip=no_warp or no_tests))
+    steps.append(Step("PPO on flycuda.env (a learning curve)",
+                      [python, "examples/ppo.py", "--task", "imitate", "--worlds", "4096", "--iterations", "30",
+                       "--device", "cuda"], skip=no_warp or no_tests))
+    no_flygym = "" if have_flygym else "FlyGym is not installed (NeuroMechFly's eyes, FlyGym's retina and vision)"
+    steps.append(Step("bench_vision", [python, "bench/bench_vision.py", "--device", "cuda", "--worlds", "1000",
+                                       "8192", "--frames", "3", "--repeats", "2", "--hex", "", "--no-record"],
+                      skip=no_warp or no_tests or no_flygym, env={"MUJOCO_GL": "osmesa"}))
+    if root:
+        for st in steps:
+            st.cwd = root
+    return steps
+
+
+def _summary_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):  # pytest's closing line, else the last line
+        if " passed" in ln or " failed" in ln or "error" in ln.lower():
+            return ln.strip("= ")
+    return lines[-1] if lines else ""
+
+
+def judge(step: Step, returncode: int, text: str) -> tuple[bool, str]:
+    """Did a finished step pass, and its summary line. A plain step passes on exit
+    status 0; a pytest step only if some test passed too (all skipped is a fail: it
+    checked nothing); a self-test step only if the tool failed *and* printed the
+    report it must print."""
+    summary = _summary_line(text)
+    if step.expect_report:
+        caught = returncode != 0 and step.expect_report in text
+        return caught, (f"caught: {step.expect_report!r}" if caught else
+                        f"NOT caught: exit {returncode}, no {step.expect_report!r} in the output")
+    ok = returncode == 0
+    if ok and step.pytest and not re.search(r"\b[1-9]\d* passed", text):
+        return False, f"no test passed ({summary or 'no output'})"
+    return ok, summary
+
+
+def run_step(step: Step) -> Outcome:
+    """Runs one step (from the checkout, or the current folder) and keeps the tail of
+    its output."""
+    if step.skip:
+        return Outcome(step.name, "skip", 0.0, step.skip)
+    t0 = time.perf_counter()
+    try:
+        res = subprocess.run(step.argv, cwd=step.cwd, capture_output=True, text=True, timeout=step.timeout,
+                             env=dict(os.environ, PYTHONUNBUFFERED="1", **step.env))
+        text = res.stdout + res.stderr
+        ok, summary = judge(step, res.returncode, text)
+    except subprocess.TimeoutExpired as e:
+        partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        text = f"{partial}\ntimed out after {step.timeout:.0f} s"
+        ok, summary = False, f"timed out after {step.timeout:.0f} s"
+    except OSError as e:
+        text, ok, summary = f"could not start: {e}", False, f"could not start: {e}"
+    return Outcome(step.name, "pass" if ok else "fail", time.perf_counter() - t0, summary, text[-20000:])
+
+
+def write_report(env: dict, outcomes: list[Outcome], out_dir: str, results_md: str) -> str:
+    """report.txt + report.json in ``out_dir`` and a dated section in ``results_md``;
+    returns the text report."""
+    os.makedirs(out_dir, exist_ok=True)
+    passed = all(o.status != "fail" for o in outcomes)
+    lines = [f"flycuda gpu-check, {env['date']}: {'PASS' if passed else 'FAIL'}", ""]
+    lines += [f"  {k:22s} {v}" for k, v in env.items() if k != "date"]
+    lines += ["", "| step | result | seconds | summary |", "|---|---|---|---|"]
+    lines += [f"| {o.name} | {o.status.upper()} | {o.seconds:.0f} | {o.summary.replace('|', '/')} |"
+              for o in outcomes]
+    bench = [o for o in outcomes if o.name.startswith("bench_") and o.status == "pass"]
+    for o in bench:  # the benchmark tables themselves
+        table = [ln for ln in o.output.splitlines() if ln.startswith("|")]
+        lines += ["", f"{o.name}:", ""] + table
+    text = "\n".join(lines) + "\n"
+    for name, data in (("report.txt", text),
+                       ("report.json", json.dumps({"env": env, "passed": passed,
+                                                   "steps": [dataclasses.asdict(o) for o in outcomes]}, indent=1))):
+        tmp = os.path.join(out_dir, name + ".part")
+        with open(tmp, "w") as f:
+            f.write(data)
+        os.replace(tmp, os.path.join(out_dir, name))
+    for o in outcomes:
+        if o.output:
+            with open(os.path.join(out_dir, _log_name(o.name)), "w") as f:
+                f.write(o.output)
+    if results_md:
+        os.makedirs(os.path.dirname(os.path.abspath(results_md)), exist_ok=True)
+        with open(results_md, "a") as f:
+            f.write(f"\n## {env['date']} — gpu-check on {env.get('gpu', 'no GPU')}\n\n"
+                    f"- command: `flycuda gpu-check` (report: {os.path.abspath(out_dir)})\n\n"
+                    + "\n".join(lines[2:]) + "\n")
+    return text
+
+
+def _log_name(step_name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", step_name).strip("_") + ".log"
+
+
+def default_results(out_dir: str, root: str | None) -> str:
+    """Where the dated section goes by default: bench/RESULTS.md in a checkout, else
+    RESULTS.md in the output folder."""
+    return os.path.join(root, "bench", "RESULTS.md") if root else os.path.join(out_dir, "RESULTS.md")
+
+
+def main(out_dir: str | None = None, results_md: str | None = None) -> int:
+    """Runs the self-check; returns the exit status."""
+
+    if not torch.cuda.is_available():
+        print("flycuda gpu-check: no CUDA GPU is visible to torch (torch.cuda.is_available() is False); "
+              "nothing to check here", file=sys.stderr)
+        return 1
+    if not flycuda.has_cuda_ops():
+        print("flycuda gpu-check: flycuda was built without its CUDA kernels (FLYCUDA_FORCE_CPU=1 or no "
+              "toolkit at build time); rebuild with CUDA_HOME set", file=sys.stderr)
+        return 1
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    root = checkout_root()
+    out_dir = os.path.abspath(out_dir or os.environ.get("OUT") or
+                              os.path.join(root or os.getcwd(), "out", f"gpu-check-{stamp}"))
+    os.makedirs(out_dir, exist_ok=True)
+    results_md = results_md or default_results(out_dir, root)
+    if not root:
+        print(f"flycuda gpu-check: the CUDA tests, sanitizer runs of the tests and benchmarks {NEEDS_CHECKOUT}; "
+              f"running the rest", file=sys.stderr)
+    env = environment()
+    print("\n".join(f"{k:22s} {v}" for k, v in env.items()), flush=True)
+    have_warp = not str(env.get("mujoco_warp", "")).startswith("not importable")
+    outcomes = []
+
+    have_flygym = sys.version_info >= (3, 12) and importlib.util.find_spec("flygym") is not None
+    for step in plan(out_dir, have_warp=have_warp, sanitizer=env["compute_sanitizer"], root=root, nvcc=find_nvcc(),
+                     have_flygym=have_flygym):
+        print(f"gpu-check: {step.name} ...", flush=True)
+        o = run_step(step)
+        print(f"gpu-check: {step.name}: {o.status.upper()} ({o.seconds:.0f} s) {o.summary}", flush=True)
+        outcomes.append(o)
+    print(write_report(env, outcomes, out_dir, results_md))
+    failed = [o.name for o in outcomes if o.status == "fail"]
+    print(f"gpu-check: {'PASS' if not failed else 'FAIL: ' + ', '.join(failed)} (report in {out_dir})")
+    return 1 if failed else 0
