@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["positive_int", "positive_float", "nonnegative_float", "size", "offsets"]
+__all__ = ["positive_int", "positive_float", "nonnegative_float", "size", "offsets", "add_store_options"]
 
 
 def positive_int(s: str) -> int:
@@ -19,24 +19,22 @@ def positive_int(s: str) -> int:
     return v
 
 
-def positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s}")
-    return v
+def _number(expected: str, ok):
+    """An argument type: a finite float for which ``ok(v)`` holds, else one line saying
+    ``expected``."""
+    def parse(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {s!r}") from None
+        if not (math.isfinite(v) and ok(v)):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {s}")
+        return v
+    return parse
 
 
-def nonnegative_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}") from None
-    if not (math.isfinite(v) and v >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s}")
-    return v
+positive_float = _number("a positive number", lambda v: v > 0)
+nonnegative_float = _number("a number >= 0", lambda v: v >= 0)
 
 
 def size(s: str) -> tuple[int, int]:
@@ -54,3 +52,9 @@ def offsets(s: str) -> list[float]:
         return [float(x) for x in s.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated seconds, got {s!r}") from None
+
+
+def add_store_options(parser, record_help: str) -> None:
+    """``--record OUT.zarr`` (what goes into the store: ``record_help``) and ``--overwrite``."""
+    parser.add_argument("--record", default=None, metavar="OUT.zarr", help=record_help)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --record store")

@@ -20,7 +20,7 @@ from ..render.frames import VIDEO_FPS
 from ..replay.playback import render_recording
 from ..vision.stage import readouts_observable
 from ..worlds import NAMED_MODELS
-from .args import positive_float, positive_int, size
+from .args import add_store_options, positive_float, positive_int, size
 
 __all__ = ["add_parser", "run", "load_policy"]
 
@@ -48,10 +48,8 @@ def add_parser(sub) -> None:
                    help="exact, fast or fast:K (the replay's grammar, without a rate: the eyes are read every "
                         "control step): the eyes join the observations (default fast:2 for approach on neuromechfly)")
     e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--record", default=None, metavar="OUT.zarr",
-                   help="a zarr store: observations, actions, rewards and the episode flags every control step; "
+    add_store_options(e, "a zarr store: observations, actions, rewards and the episode flags every control step; "
                         "qpos (the task's objects too; and with --vision the eyes' readouts) at 30 Hz")
-    e.add_argument("--overwrite", action="store_true", help="replace an existing --record store")
     e.add_argument("--render", default=None, metavar="OUT.mp4",
                    help="a mosaic video of the worlds (rendered afterwards from --record, re-posing the named "
                         "model with the task's own objects, approach's pillar; with --vision each world's eyes under "

@@ -10,7 +10,7 @@ import re
 from ..errors import RankError
 from ..replay import ReplaySettings
 from ..replay.job import Outputs, run_job
-from .args import nonnegative_float, offsets, positive_float, positive_int, size
+from .args import add_store_options, nonnegative_float, offsets, positive_float, positive_int, size
 
 __all__ = ["add_parser", "run", "settings_of", "in_options"]
 
@@ -63,10 +63,8 @@ def add_parser(sub) -> None:
                    help="record every world's ommatidia readouts (FlyGym's compound eyes; --model neuromechfly) "
                         "into the store as 'vision': exact or fast[:K] (K rays per ommatidium), @STEPS or "
                         "@RATEhz (default exact@500hz); a video then shows each world's eyes under its tile")
-    r.add_argument("--record", default=None, metavar="OUT.zarr",
-                   help="the recording: a zarr store (.zarr: streamed in chunks, any size; angles, targets and "
+    add_store_options(r, "the recording: a zarr store (.zarr: streamed in chunks, any size; angles, targets and "
                         "every observable) or .npz (small runs: angles, targets, tracking errors)")
-    r.add_argument("--overwrite", action="store_true", help="replace an existing --record store")
     r.add_argument("--out", default=None, metavar="DIR",
                    help="output folder: writes recording.zarr, replay.mp4 (rendered afterwards from the store), "
                         "last_frame.png and joint_angles.png there (each unless its own option names another path)")
