@@ -121,7 +121,7 @@ def emu_atomics(W: int) -> tuple[str, str]:
     import os
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-    import emu_harness as emu
+    from helpers import emu
 
     out = []
     for counter in (flycuda.new_step_counter("cpu", 0), torch.zeros(1, dtype=torch.int64)):

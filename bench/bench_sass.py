@@ -1,7 +1,7 @@
 """SASS of every kernel in the built extension (sm_90), counted without a GPU: instructions,
 code bytes, IEEE-division checks (FCHK: each guards a call of the division's slow path, as
 ``-prec-div=true`` compiles ``a / b``), reciprocal and square-root units (MUFU), and calls.
-The measurement issue 27 asks for next to ptxas's registers and stack (tests/test_ptxas.py),
+The measurement issue 27 asks for next to ptxas's registers and stack (tests/csrc/test_ptxas.py),
 before and after a change of the renderer's flags or code.
 
     python bench/bench_sass.py [--so flycuda/_C....so] [--arch sm_90] [--no-results]

@@ -8,7 +8,7 @@ device, with no host sync. Stack them as gymnasium's: ``EpisodeStatistics(Normal
 NormalizeObservation(RescaleAction(env))))``. gymnasium's own ``ClipAction`` and
 ``RescaleAction`` work on the environment as it is on the CPU (numpy functions on CPU tensors;
 the action space is bounded), not on CUDA tensors: use :class:`RescaleAction` there (the
-environment clamps to the actuators' ranges by itself). tests/test_env_wrappers.py runs them all.
+environment clamps to the actuators' ranges by itself). tests/env/test_env_wrappers.py runs them all.
 """
 
 from __future__ import annotations

@@ -51,11 +51,11 @@ from ..driver import driver_cuda
 
 HERE = os.path.dirname(os.path.abspath(__file__))   # flycuda/gpucheck
 ROOT = os.path.dirname(os.path.dirname(HERE))       # the checkout (when run from one)
-OP_TESTS = ["tests/test_motion_to_ctrl.py", "tests/test_spline_to_ctrl.py", "tests/test_record_qpos.py",
-            "tests/test_record_chunk.py", "tests/test_pool_ommatidia.py",
-            "tests/test_advance_step.py", "tests/test_cuda_graph.py", "tests/test_streams.py",
-            "tests/test_episode_ops.py"]
-RENDER_TESTS = ["tests/test_render_tiles.py", "tests/test_render_top.py"]  # CPU-sized scenes: small on a GPU
+OP_TESTS = ["tests/ops/test_motion_to_ctrl.py", "tests/ops/test_spline_to_ctrl.py", "tests/ops/test_record_qpos.py",
+            "tests/ops/test_record_chunk.py", "tests/ops/test_pool_ommatidia.py",
+            "tests/ops/test_advance_step.py", "tests/ops/test_cuda_graph.py", "tests/sim/test_streams.py",
+            "tests/ops/test_episode_ops.py"]
+RENDER_TESTS = ["tests/ops/test_render_tiles.py", "tests/render/test_render_top.py"]  # CPU-sized scenes: small on a GPU
 SELFTEST_SOURCE = os.path.join(HERE, "selftest.cu")
 NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 # Each tool, the self-test kernel it must catch, and the words of its report.

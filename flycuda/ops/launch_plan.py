@@ -5,7 +5,7 @@ once in C++, ATen-free, in its csrc/kernels/<family>.cuh, and read by its .cu
 launcher, its CPU twin and the emulator driver. The Python grid references
 (:mod:`flycuda.reference.grid`) and the
 renderer's host code read these constants instead of repeating numbers;
-tests/test_launch_plan.py holds every constant here equal to its header.
+tests/csrc/test_launch_plan.py holds every constant here equal to its header.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The packed scene the ``render_tiles`` op reads: its fields in order (:class:`Scene`),
 their columns, and the link encoding of BVH leaves, written once on the Python side of the
 boundary; csrc/kernels/render/layout.h and csrc/render_args.h are the C++ side, and
-tests/test_render_layout.py holds the two equal. :mod:`flycuda.render.scene` packs it.
+tests/render/test_render_layout.py holds the two equal. :mod:`flycuda.render.scene` packs it.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import torch
 __all__ = ["Scene", "make_leaf", "leaf_range", "PLANE", "HFIELD", "SPHERE", "CAPSULE", "ELLIPSOID", "CYLINDER",
            "BOX", "MESH", "SUPPORTED", "STACK", "MAX_CAMS", "MAX_LIGHTS"]
 
-# MuJoCo's geom type codes (mjtGeom); layout.h's GeomType holds the same numbers (tests/test_render_layout.py)
+# MuJoCo's geom type codes (mjtGeom); layout.h's GeomType holds the same numbers (tests/render/test_render_layout.py)
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = (
     int(getattr(mujoco.mjtGeom, f"mjGEOM_{n}")) for n in ("PLANE", "HFIELD", "SPHERE", "CAPSULE", "ELLIPSOID",
                                                         "CYLINDER", "BOX", "MESH"))
 SUPPORTED = {PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH}  # heightfields: as meshes
 LEAF_SIZE = 4
 
-# The layout of csrc/kernels/render/layout.h (tests/test_render_layout.py holds them equal).
+# The layout of csrc/kernels/render/layout.h (tests/render/test_render_layout.py holds them equal).
 INFO_COLS, INFO_TYPE, INFO_ROOT = 2, 0, 1
 PARAM_COLS, PARAM_SIZE, PARAM_RGB, PARAM_RGB2, PARAM_CHECKER, PARAM_RBOUND = 12, 0, 3, 6, 9, 10
 LIGHT_COLS, LIGHT_DIR, LIGHT_AMBIENT, LIGHT_DIFFUSE, LIGHT_SHADOW = 10, 0, 3, 6, 9

@@ -11,7 +11,7 @@ with two device launches and no host round trip (capturable in a CUDA graph):
    ommatidium spread over its footprint (fast mode: 721 k);
 2. ``pool_ommatidia``: FlyGym's pooling of those pixels, same map, channels, order
    and float64 accumulation (exact mode equals ``Retina.fisheye_image_to_hex_pxls``
-   of flycuda's full eye image bit for bit; tests/test_vision.py).
+   of flycuda's full eye image bit for bit; tests/vision/test_vision.py).
 
 The images are flycuda's renderer's, not MuJoCo's OpenGL ones: their fidelity to
 FlyGym's own readouts is measured in bench/bench_vision.py.

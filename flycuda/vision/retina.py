@@ -15,7 +15,7 @@ the id map, out-of-bounds ones included) into ``vals[o, t]``; the readout is
   pixels the retina reads (77,040 of 230,400 per eye for FlyGym's retina): a
   renderer traces only those, and the op reproduces FlyGym's readout bit for bit;
 * :meth:`RetinaMap.fast`: k reads per ommatidium spread over its footprint (far
-  fewer rays; an approximation whose error tests/test_pool_ommatidia.py measures).
+  fewer rays; an approximation whose error tests/ops/test_pool_ommatidia.py measures).
 """
 
 from __future__ import annotations

@@ -1,0 +1,201 @@
+"""The GPU self-check's host logic, on a machine without a GPU."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from flycuda import gpucheck
+from flycuda.driver import driver_cuda
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_without_gpu_says_so_in_one_line_and_fails():
+    proc = subprocess.run([sys.executable, "-m", "flycuda", "gpu-check"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("flycuda gpu-check")]
+    assert len(lines) == 1 and "no CUDA GPU is visible" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck", "compute-sanitizer initcheck",
+         "sanitizer self-test build", "self-test: memcheck catches 'oob'", "self-test: memcheck passes 'clean'",
+         "self-test: synccheck catches 'divergent'", "self-test: synccheck passes 'clean'",
+         "self-test: initcheck catches 'uninit'", "self-test: initcheck passes 'clean'",
+         "graph-captured replay with rendering", "bench_ops", "bench_replay", "bench_render", "bench_env",
+         "PPO on flycuda.env (a learning curve)", "bench_vision"]
+
+
+def test_plan_covers_every_part_of_the_check(tmp_path):
+    steps = gpucheck.plan(str(tmp_path), python="py", have_warp=True, sanitizer="/cuda/bin/compute-sanitizer",
+                          root="/repo", nvcc="/cuda/bin/nvcc")
+    by = {s.name: s for s in steps}
+    assert [s.name for s in steps] == STEPS
+    assert all(not s.skip for s in steps) and all(s.cwd == "/repo" for s in steps)
+    assert steps[0].argv[-2:] == ["needs_cuda", "tests"] and steps[0].pytest
+    assert "racecheck" not in " ".join(" ".join(s.argv) for s in steps)  # it cannot fail on flycuda (no smem)
+    for tool in ("memcheck", "synccheck", "initcheck"):
+        st = by[f"compute-sanitizer {tool}"]
+        assert st.argv[:5] == ["/cuda/bin/compute-sanitizer", "--tool", tool, "--error-exitcode", "1"]
+        assert st.env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} and st.pytest  # the caching allocator off
+    assert "tests/ops/test_render_tiles.py" in by["compute-sanitizer memcheck"].argv  # render tests under memcheck
+    assert "tests/ops/test_spline_to_ctrl.py" in by["compute-sanitizer initcheck"].argv
+    assert "tests/ops/test_episode_ops.py" in by["compute-sanitizer memcheck"].argv
+    assert by["bench_env"].argv[:2] == ["py", "bench/bench_env.py"] and "4096" in by["bench_env"].argv
+    build = by["sanitizer self-test build"]
+    assert build.argv[0] == "/cuda/bin/nvcc" and build.argv[-1] == gpucheck.SELFTEST_SOURCE
+    exe = build.argv[build.argv.index("-o") + 1]
+    for tool, (mode, report) in gpucheck.SANITIZER_TOOLS.items():
+        caught, clean = by[f"self-test: {tool} catches '{mode}'"], by[f"self-test: {tool} passes 'clean'"]
+        assert caught.argv[-2:] == [exe, mode] and caught.expect_report == report
+        assert clean.argv[-2:] == [exe, "clean"] and not clean.expect_report
+    assert "--device" in by["graph-captured replay with rendering"].argv and "--frames" in by[
+        "graph-captured replay with rendering"].argv
+    bare = gpucheck.plan(str(tmp_path), python="py", have_warp=False, sanitizer=None, root="/repo", nvcc=None)
+    skipped = {s.name for s in bare if s.skip}
+    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops"}
+    assert "--no-warp" in [s for s in bare if s.name == "bench_ops"][0].argv  # bench_ops still runs
+    vision = by["bench_vision"]
+    assert vision.argv[vision.argv.index("--worlds") + 1:][:2] == ["1000", "8192"] and vision.env["MUJOCO_GL"] == "osmesa"
+    no_fly = {s.name: s.skip for s in gpucheck.plan(str(tmp_path), python="py", have_warp=True, sanitizer="cs",
+                                                     root="/repo", nvcc="nvcc", have_flygym=False) if s.skip}
+    assert list(no_fly) == ["bench_vision"] and "FlyGym is not installed" in no_fly["bench_vision"]
+
+
+def test_installed_package_skips_what_needs_a_checkout(tmp_path):
+    """From an installed flycuda (no tests/, bench/): the tests and benchmarks say in
+    one line that they need a checkout; the self-test and the replay still run."""
+    assert gpucheck.checkout_root(str(tmp_path)) is None
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "bench").mkdir()
+    assert gpucheck.checkout_root(str(tmp_path)) == str(tmp_path)
+    assert gpucheck.checkout_root() == os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(gpucheck.__file__))))
+    steps = gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root=None, nvcc="nvcc")
+    skipped = {s.name: s.skip for s in steps if s.skip}
+    assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",
+                            "compute-sanitizer initcheck", "bench_ops", "bench_replay", "bench_render", "bench_env",
+                            "PPO on flycuda.env (a learning curve)", "bench_vision"}
+    assert all(v == gpucheck.NEEDS_CHECKOUT for v in skipped.values())
+    assert all(s.cwd is None for s in steps)
+    assert os.path.isfile(gpucheck.SELFTEST_SOURCE)  # shipped in the package (pyproject package-data)
+
+
+def test_each_step_can_fail():
+    """A pytest step where nothing passed fails; a self-test step passes only when the
+    tool fails with its report; a clean self-test step passes on exit 0 only."""
+    py = gpucheck.Step("t", ["x"], pytest=True)
+    assert gpucheck.judge(py, 0, "12 passed, 3 skipped in 1.0s")[0]
+    assert not gpucheck.judge(py, 0, "40 skipped in 1.0s")[0]
+    assert not gpucheck.judge(py, 5, "no tests ran in 0.1s")[0]
+    assert not gpucheck.judge(py, 1, "1 failed, 3 passed")[0]
+    caught = gpucheck.Step("c", ["x"], expect_report="Invalid __global__ write")
+    ok, summary = gpucheck.judge(caught, 1, "========= Invalid __global__ write of size 4 bytes\nERROR SUMMARY: 1 error")
+    assert ok and "caught" in summary
+    assert not gpucheck.judge(caught, 0, "ERROR SUMMARY: 0 errors")[0]  # the tool missed its bug
+    assert not gpucheck.judge(caught, 1, "gpucheck_selftest: cudaMalloc: no CUDA-capable device")[0]
+    plain = gpucheck.Step("p", ["x"])
+    assert gpucheck.judge(plain, 0, "done")[0] and not gpucheck.judge(plain, 1, "boom")[0]
+
+
+def test_selftest_steps_outcomes():
+    """The self-test steps' outcomes, with a stand-in for compute-sanitizer."""
+    fake = [sys.executable, "-c", "import sys; print(sys.argv[1]); sys.exit(int(sys.argv[2]))"]
+    caught = gpucheck.run_step(gpucheck.Step("c", fake + ["Barrier error detected", "1"], expect_report="Barrier error"))
+    missed = gpucheck.run_step(gpucheck.Step("m", fake + ["ERROR SUMMARY: 0 errors", "0"], expect_report="Barrier error"))
+    assert (caught.status, missed.status) == ("pass", "fail")
+    assert "NOT caught" in missed.summary
+    env = gpucheck.run_step(gpucheck.Step("e", [sys.executable, "-c",
+                                                "import os; print(os.environ['PYTORCH_NO_CUDA_MEMORY_CACHING'], "
+                                                "'1 passed')"], env=dict(gpucheck.NO_CACHING), pytest=True))
+    assert env.status == "pass" and env.output.startswith("1 1 passed")
+
+
+def test_selftest_program_compiles_for_sm90(tmp_path):
+    """The broken kernels build with the toolkit's nvcc (no GPU needed to compile)."""
+    nvcc = gpucheck.find_nvcc()
+    if nvcc is None:
+        pytest.skip("no CUDA toolkit")
+    res = subprocess.run([nvcc, "-arch=sm_90", "-lineinfo", "-o", str(tmp_path / "selftest"), gpucheck.SELFTEST_SOURCE],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = subprocess.run([str(tmp_path / "selftest")], capture_output=True, text=True)
+    assert out.returncode == 2 and "usage" in out.stderr
+
+
+def test_run_step_records_pass_fail_and_summary():
+    ok = gpucheck.run_step(gpucheck.Step("ok", [sys.executable, "-c", "print('3 passed, 1 skipped in 0.1s')"]))
+    bad = gpucheck.run_step(gpucheck.Step("bad", [sys.executable, "-c", "import sys; print('1 failed'); sys.exit(1)"]))
+    missing = gpucheck.run_step(gpucheck.Step("missing", ["/no/such/program"]))
+    skipped = gpucheck.run_step(gpucheck.Step("skipped", ["x"], skip="not here"))
+    assert (ok.status, ok.summary) == ("pass", "3 passed, 1 skipped in 0.1s")
+    assert (bad.status, bad.summary) == ("fail", "1 failed")
+    assert missing.status == "fail" and "could not start" in missing.output
+    assert (skipped.status, skipped.summary) == ("skip", "not here")
+
+
+def test_report_text_json_and_results_section(tmp_path):
+    env = {"date": "2026-11-22 12:00 UTC", "gpu": "NVIDIA H100 (sm_90, 80 GiB)", "torch": "2.11.0"}
+    outcomes = [gpucheck.Outcome("CUDA tests", "pass", 12.0, "40 passed"),
+                gpucheck.Outcome("bench_ops", "pass", 30.0, "done", "noise\n| worlds | us |\n|---|---|\n| 100 | 1.0 |\n"),
+                gpucheck.Outcome("compute-sanitizer memcheck", "fail", 50.0, "1 failed", "ERROR SUMMARY: 1 error")]
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# old\n")
+    text = gpucheck.write_report(env, outcomes, str(tmp_path / "rep"), str(results))
+    assert text.startswith("flycuda gpu-check, 2026-11-22 12:00 UTC: FAIL")
+    assert "| compute-sanitizer memcheck | FAIL | 50 | 1 failed |" in text and "| 100 | 1.0 |" in text
+    doc = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert doc["passed"] is False and [s["status"] for s in doc["steps"]] == ["pass", "pass", "fail"]
+    assert (tmp_path / "rep" / "report.txt").read_text() == text
+    assert "ERROR SUMMARY" in (tmp_path / "rep" / "compute-sanitizer_memcheck.log").read_text()
+    gpucheck.write_report(env, outcomes, str(tmp_path / "rep2"), None)  # no results file asked: none written
+    assert not (tmp_path / "rep2" / "RESULTS.md").exists()
+    assert gpucheck.default_results("/o", None) == "/o/RESULTS.md"
+    assert gpucheck.default_results("/o", "/repo") == "/repo/bench/RESULTS.md"
+    md = results.read_text()
+    assert md.startswith("# old\n") and "## 2026-11-22 12:00 UTC — gpu-check on NVIDIA H100" in md
+    assert not any(p.endswith(".part") for p in os.listdir(tmp_path / "rep"))
+
+
+def test_environment_names_the_build():
+    env = gpucheck.environment()
+    for key in ("python", "torch", "torch_cuda_compiled", "cuda_runtime", "cuda_driver", "flycuda_build", "warp",
+                "mujoco_warp", "driver", "compute_sanitizer"):
+        assert key in env
+    assert "host_flags" in env["flycuda_build"]
+
+
+def test_true_runtime_and_driver_versions():
+    """The runtime's own version (cudaRuntimeGetVersion of a real libcudart), not
+    torch's compiled one; the driver's (cuDriverGetVersion), or why it is unknown."""
+    rt = gpucheck.cuda_runtime_version()
+    assert rt.startswith("unknown") or re.match(r"\d+\.\d+ \(libcudart", rt), rt
+    assert gpucheck.cuda_runtime_version("/no/such/libcudart.so").startswith("unknown")
+    drv = driver_cuda()
+    assert re.match(r"\d+\.\d+$", drv) or drv.startswith("unknown"), drv
+    assert "not loadable" in driver_cuda("/no/such/libcuda.so.1")
+
+
+def test_main_from_an_installed_package(tmp_path, monkeypatch, capsys):
+    """gpu-check run from an installed flycuda (no checkout) on a GPU machine (mocked):
+    it says in one line what needs a checkout, writes its report where asked, and
+    appends no section to a bench/RESULTS.md that does not exist."""
+    import flycuda
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(flycuda, "has_cuda_ops", lambda: True)
+    monkeypatch.setattr(gpucheck, "checkout_root", lambda root=None: None)
+    monkeypatch.setattr(gpucheck, "environment", lambda: {"date": "2026-11-23 06:00 UTC", "gpu": "H100",
+                                                          "compute_sanitizer": "cs", "mujoco_warp": "3.16"})
+    ran = []
+    monkeypatch.setattr(gpucheck, "run_step", lambda st: ran.append(st) or gpucheck.Outcome(
+        st.name, "skip" if st.skip else "pass", 0.0, st.skip or "ok"))
+    assert gpucheck.main(str(tmp_path / "rep"), None) == 0
+    err = capsys.readouterr().err
+    assert err.count(gpucheck.NEEDS_CHECKOUT) == 1
+    assert (tmp_path / "rep" / "report.txt").exists() and (tmp_path / "rep" / "RESULTS.md").exists()
+    assert {st.name for st in ran if not st.skip} >= {"sanitizer self-test build", "graph-captured replay with rendering"}

@@ -1,0 +1,134 @@
+"""Random inputs of the ops, shared by each op's tests and the emulator's: motion_to_ctrl's shapes and
+cases, the episode ops' arguments."""
+
+import torch
+
+from helpers.devices import poison_like, strided_view
+
+M2C_MODES = ["clamp", "loop"]
+M2C_SHAPES = [  # (W, M, T, D, nu)
+    (1, 1, 1, 1, 1),
+    (1, 1, 9, 42, 42),
+    (3, 1, 1, 5, 9),
+    (7, 7, 2, 3, 4),
+    (33, 33, 13, 7, 11),
+    (257, 1, 661, 42, 50),
+    (1000, 1000, 17, 42, 42),
+]
+
+
+def make_m2c_case(W, M, T, D, nu, offsets_kind, device, act_dtype=torch.int64):
+    """(motion [M, T, D], act_ids [D], offsets [W] or None) for motion_to_ctrl;
+    offsets_kind: None, "int" (whole frames) or "wild" (negative, fractional, beyond T)."""
+    motion = torch.randn(M, T, D).to(device)
+    act_ids = torch.randperm(nu)[:D].to(device=device, dtype=act_dtype)
+    if offsets_kind is None:
+        offsets = None
+    elif offsets_kind == "int":
+        offsets = torch.randint(0, T, (W,)).to(device=device, dtype=torch.float32)
+    elif offsets_kind == "wild":  # negative, fractional, beyond T
+        offsets = ((torch.rand(W, dtype=torch.float64) * 3 - 1) * (T + 2)).to(device)
+    else:
+        raise ValueError(offsets_kind)
+    return motion, act_ids, offsets
+
+
+# mujoco_warp/test_data/hfield/hfield.xml (its active hfield, plane and sphere)
+
+
+EPISODE_OPS = ("motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds")
+
+
+def episode_args(op: str, W: int, kind: str = "contiguous", seed: int = 0) -> dict:
+    """Keyword arguments of ``flycuda.ops.<op>`` on the CPU: random inputs of odd sizes,
+    strided views (``kind`` as :func:`strided_view`) where the op takes any strides, and
+    poisoned outputs. A few worlds get the special values each op must handle (NaN,
+    inf, out-of-range poses, counters past the recording)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def view(rows, cols):
+        t, _ = strided_view(rows, cols, kind, "cpu")
+        t.copy_(torch.randn(rows, cols, generator=g))
+        return t
+
+    if op == "motion_at":
+        T, D = 13, 9
+        frames = torch.randn(1 if seed % 2 else W, T, D, generator=g)
+        if seed % 3 == 1:
+            from flycuda.ops.spline import spline_coeffs
+            frames = spline_coeffs(frames)
+        out, _ = strided_view(W, D, kind, "cpu")
+        offsets = (torch.rand(W, generator=g, dtype=torch.float64) * 20 - 5)
+        if W > 2:
+            offsets[1] = float("nan")
+        return dict(frames=frames, world_steps=torch.randint(-4, 60, (W,), generator=g), out=out,
+                    offsets=offsets if seed % 4 else offsets.float(), frames_per_step=0.37 + seed * 0.1,
+                    mode="loop" if seed % 2 else "clamp")
+    if op == "scatter_actions":
+        A, nu = 7, 11
+        actions = view(W, A) * 2
+        if W > 2:
+            actions[0, 0], actions[1, 1], actions[2, 2] = float("nan"), float("inf"), -float("inf")
+        low = -torch.rand(A, generator=g)
+        from flycuda.ops import action_map
+        amap = action_map(torch.rand(A, generator=g) + 0.5, torch.randn(A, generator=g) * 0.1, low,
+                          torch.rand(A, generator=g))
+        ctrl, _ = strided_view(W, nu, kind, "cpu")
+        ids = torch.randperm(nu, generator=g)[:A].to(torch.int32 if seed % 2 else torch.int64)
+        return dict(actions=actions, act_ids=ids, action_map=amap, ctrl=ctrl)
+    if op == "gather_columns":
+        sources = [view(W, n) for n in (5, 1, 8)]
+        O = 12
+        k = torch.randint(0, 3, (O,), generator=g)
+        c = torch.stack([torch.randint(0, sources[i].shape[1], (1,), generator=g)[0] for i in k.tolist()])
+        out, _ = strided_view(W, O, kind, "cpu")
+        return dict(sources=sources, columns=torch.stack([k, c], 1).to(torch.int32).contiguous(), out=out)
+    if op == "episode_step":
+        nq, nv = 14, 13
+        qpos, qvel = view(W, nq), view(W, nv)
+        root = 3
+        quat = torch.randn(W, 4, generator=g)
+        qpos[:, root + 3:root + 7] = quat / quat.norm(dim=1, keepdim=True)
+        qpos[:, root + 2] = torch.rand(W, generator=g) * 0.1
+        if W > 3:
+            qpos[0, 5], qvel[1, 2], qpos[2, root + 2] = float("nan"), float("inf"), float("nan")
+        return dict(world_steps=torch.randint(0, 40, (W,), generator=g), qpos=qpos, qvel=qvel,
+                    terminated=torch.rand(W, generator=g) < 0.5, truncated=torch.rand(W, generator=g) < 0.5,
+                    root_adr=root if seed % 2 == 0 else -1, min_height=0.02, max_height=0.09, min_up=0.3,
+                    max_steps=30 if seed % 3 else 0)
+    if op == "reset_worlds":
+        nq, nv, K = 12, 11, 5
+        noise_q = torch.rand(nq, generator=g) * 0.1
+        noise_q[:3] = 0  # exact copies there
+        return dict(done=torch.rand(W, generator=g) < 0.5, init_qpos=torch.randn(K, nq, generator=g),
+                    init_qvel=torch.randn(K, nv, generator=g), init_frames=torch.rand(K, generator=g,
+                                                                                       dtype=torch.float64) * 100,
+                    qpos_noise=noise_q, qvel_noise=torch.rand(nv, generator=g), seed=seed * 7919 + 2 ** 63 + 5,
+                    qpos=view(W, nq), qvel=view(W, nv), world_steps=torch.randint(0, 99, (W,), generator=g),
+                    episodes=torch.randint(0, 5, (W,), generator=g),
+                    offsets=poison_like(torch.empty(W, dtype=torch.float64)))
+    raise ValueError(op)
+
+
+def clone_args(args: dict) -> dict:
+    """A deep copy of an op's arguments (views stay views of their own copied parents)."""
+    def one(v):
+        if isinstance(v, torch.Tensor):
+            base = torch.as_strided(v, (v.untyped_storage().nbytes() // v.element_size(),), (1,), 0).clone()
+            return torch.as_strided(base, v.shape, v.stride(), v.storage_offset())
+        if isinstance(v, list):
+            return [one(x) for x in v]
+        return v
+    return {k: one(v) for k, v in args.items()}
+
+
+def args_to(args: dict, device) -> dict:
+    """The same arguments on ``device`` (strided views keep their layout)."""
+    def one(v):
+        if isinstance(v, torch.Tensor):
+            base = torch.as_strided(v, (v.untyped_storage().nbytes() // v.element_size(),), (1,), 0).to(device)
+            return torch.as_strided(base, v.shape, v.stride(), v.storage_offset())
+        if isinstance(v, list):
+            return [one(x) for x in v]
+        return v
+    return {k: one(v) for k, v in args.items()}

@@ -1,0 +1,37 @@
+"""Every notebook executes top to bottom (CPU, small sizes) and is committed stripped."""
+
+import glob
+import os
+
+import pytest
+
+NOTEBOOKS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "*.ipynb")))
+
+
+def test_there_are_notebooks():
+    names = [os.path.basename(p) for p in NOTEBOOKS]
+    assert names == ["01_kernel_from_python.ipynb", "02_replay.ipynb", "03_profiling.ipynb", "04_vision.ipynb",
+                     "05_closed_loop.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_committed_without_outputs(path):
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None, f"{path}: strip outputs before committing"
+
+
+@pytest.mark.needs_warp
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_executes(path, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError with the failing cell's traceback
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
