@@ -30,7 +30,7 @@ def _targets_op(op, motion):
     return flycuda.motion_to_ctrl, motion
 
 
-@pytest.mark.parametrize("op", ["motion", "spline"])
+@pytest.mark.parametrize("op", ["motion", "spline"], ids=["motion_to_ctrl", "spline_to_ctrl"])
 @pytest.mark.parametrize("fused", [False, True])
 def test_graph_replay_equals_eager(fused, op):
     motion, act_ids, offsets, qpos, adrs, R = _problem()
@@ -73,7 +73,7 @@ def test_graph_replay_equals_eager(fused, op):
     assert torch.equal(qpos, qpos_e)
 
 
-@pytest.mark.parametrize("op", ["motion", "spline"])
+@pytest.mark.parametrize("op", ["motion", "spline"], ids=["motion_to_ctrl", "spline_to_ctrl"])
 def test_cpu_and_cuda_agree_bit_for_bit(op):
     motion, act_ids, offsets, qpos, adrs, R = _problem(W=777)
     targets, rec = _targets_op(op, motion)

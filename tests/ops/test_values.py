@@ -42,7 +42,7 @@ def m2c(ids, nu=6):
 
 @pytest.mark.parametrize("ids", [[5, 6, 2], [5, -1, 2], [5, 2, 5, 0, 2], [0, 0, 0], [1, 4, 3, 4, 1], [1, 1, 9],
                                  [1, 9, 1], [3, 2, 3, -4, 2]])
-def test_index_messages_equal_the_ops(checked_on_cpu, ids):
+def test_motion_to_ctrl_index_messages_equal_the_op(checked_on_cpu, ids):
     """Out of range, negative, repeated, and both: the first failing position wins, as in
     the op's in-order scan."""
     t = torch.tensor(ids)
@@ -52,7 +52,7 @@ def test_index_messages_equal_the_ops(checked_on_cpu, ids):
 
 
 @pytest.mark.parametrize("case", ["ptr start", "ptr down", "ptr end", "pixels", "channel", "column", "count"])
-def test_pool_messages_equal_the_ops(checked_on_cpu, case):
+def test_pool_ommatidia_messages_equal_the_op(checked_on_cpu, case):
     S, E = 2, 2
     pm, args = pool_maps()
     O = pm.num_ommatidia
@@ -72,7 +72,7 @@ def test_pool_messages_equal_the_ops(checked_on_cpu, case):
 
 
 @pytest.mark.parametrize("row", [[2, 0], [-1, 0], [0, 99], [1, -3]])
-def test_columns_messages_equal_the_ops(checked_on_cpu, row):
+def test_gather_columns_messages_equal_the_op(checked_on_cpu, row):
     a = episode_args("gather_columns", 5)
     columns = a["columns"].clone()
     columns[1] = torch.tensor(row, dtype=columns.dtype)
