@@ -17,7 +17,9 @@ __all__ = ["NAMED_MODELS", "NAMED_MOTIONS", "THORAX", "Worlds", "build_worlds", 
            "replay_defaults"]
 
 NAMED_MODELS = ("hexapod", "neuromechfly", "neuromechfly-capsules")
+"""The models by name: the built-in hexapod and FlyGym's NeuroMechFly (meshes, or capsules)."""
 NAMED_MOTIONS = ("tripod", "spotlight")
+"""The motions by name: the synthetic tripod gait and FlyGym's Spotlight recording."""
 THORAX = {"hexapod": "Thorax", "neuromechfly": "c_thorax", "neuromechfly-capsules": "c_thorax"}
 
 
