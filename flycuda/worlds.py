@@ -48,8 +48,11 @@ class ModelFacts:
 MODELS = {"hexapod": ModelFacts("Thorax", "m", False, "tripod", "track"),
           "neuromechfly": ModelFacts("c_thorax", "mm", True, "spotlight", None),
           "neuromechfly-capsules": ModelFacts("c_thorax", "mm", True, "spotlight", None)}
+"""The named models and what each brings by its name (:class:`ModelFacts`)."""
 NAMED_MODELS = tuple(MODELS)
+"""The models by name: the built-in hexapod and FlyGym's NeuroMechFly (meshes, or capsules)."""
 NAMED_MOTIONS = ("tripod", "spotlight")
+"""The motions by name: the synthetic tripod gait and FlyGym's Spotlight recording."""
 _MISMATCH = {"spotlight": "motion='spotlight' is NeuroMechFly's recording: use it with model='neuromechfly'",
              "tripod": "motion='tripod' drives the built-in hexapod: use model='hexapod' (or a recording named with "
                        "NeuroMechFly's DOFs)"}

@@ -27,6 +27,7 @@ GROUPS = {
                 "(0 after a reset)",
     "vision": "both eyes' ommatidia readouts [2, O, 2], flattened (needs a model with eyes)",
 }
+"""The observation groups (``observe=``), in the order they appear when asked for: name -> what it holds."""
 
 # The sources gather_columns reads, in this order (the index is the source id).
 SOURCES = ("qpos", "qvel", "ctrl", "reference", "phase", "actuator_force", "vision", "sensordata")

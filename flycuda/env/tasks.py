@@ -324,3 +324,4 @@ class Approach(Task):
 
 
 TASKS = {t.name: t for t in (Imitate, Walk, Approach)}
+"""The tasks by name ("imitate", "walk", "approach"): what ``make`` and ``flycuda/<task>-v0`` accept."""

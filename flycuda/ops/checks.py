@@ -11,6 +11,7 @@ from ..errors import FlycudaError
 __all__ = ["MODES", "check_same_device", "check_counter", "check_option", "check_frame_options"]
 
 MODES = ("clamp", "loop")  # how a frame position outside the recording maps back into it
+"""The frame modes (``mode=``): "clamp" holds [0, T-1], "loop" wraps modulo T."""
 
 
 def check_same_device(op: str, ref_name: str, ref: torch.Tensor, **others) -> None:

@@ -196,7 +196,7 @@ def reset_worlds(done: torch.Tensor, init_qpos: torch.Tensor, init_qvel: torch.T
         world_steps[w] = 0;  episodes[w] = e + 1;  offsets[w] = init_frames[k]
 
     The same seed and episode counts give the same states on any device.
-    (:func:`flycuda.reference.reset_worlds` computes the same in Python.) Call MuJoCo
+    (:func:`flycuda.reference.episode.reset_worlds` computes the same in Python.) Call MuJoCo
     Warp's ``reset_data(m, d, reset=done)`` first for the rest of Data; this op then
     writes the state. Keep quaternion entries' noise at 0 (they would leave unit length).
 
