@@ -29,7 +29,7 @@ API_DIR = ROOT / "docs" / "api"
 # Subpackages of flycuda that get no API page, each with its reason.
 NOT_STAGES = {
     "reference": "the tests' torch references and grid emulator (the ops' oracles, not an API)",
-    "flygym": "flycuda.sim.flygym under the name users import (the README's 'Next to FlyGym's GPUSimulation')",
+    "gpucheck": "the developers' GPU self-check harness (flycuda gpu-check is its entry; see the cli page)",
 }
 
 
@@ -43,10 +43,15 @@ def load_flycuda():
     return pkg
 
 
+# Modules of flycuda (not subpackages) that are a stage of their own, with a page.
+STAGE_MODULES = {"worlds"}
+
+
 def stage_names(pkg) -> list[str]:
-    """The stages: flycuda's subpackages (folders with an ``__init__.py``), less NOT_STAGES."""
+    """The stages: flycuda's subpackages (folders with an ``__init__.py``), less NOT_STAGES,
+    and the STAGE_MODULES."""
     return sorted(name for name, member in pkg.members.items()
-                  if not member.is_alias and member.is_module and member.is_init_module
+                  if not member.is_alias and member.is_module and (member.is_init_module or name in STAGE_MODULES)
                   and not name.startswith("_") and name not in NOT_STAGES)
 
 

@@ -31,7 +31,7 @@ ROLE = re.compile(r":(?:py:)?(?P<role>mod|func|class|data|attr|meth|exc|obj|cons
 _log = logging.getLogger("mkdocs.plugins.flycuda.roles")  # mkdocs counts its warnings (--strict)
 # Modules that replace themselves in sys.modules, which static analysis cannot see: a path that
 # is not found under its own name is looked up again under the module's real one.
-MODULE_ALIASES = {"flycuda.flygym": "flycuda.sim.flygym"}
+MODULE_ALIASES: dict = {}
 
 
 def _member(root: griffe.Object, path: str) -> griffe.Object | None:

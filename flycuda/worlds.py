@@ -27,9 +27,12 @@ from .sim.motion import Motion, load_motion, tripod_gait
 __all__ = ["NAMED_MODELS", "NAMED_MOTIONS", "MODELS", "ModelFacts", "Worlds", "resolve", "default_worlds",
            "is_flygym_model", "length_unit", "model_name", "WORLDS_ON_CUDA", "WORLDS_ON_CPU", "WARMUP_SECONDS"]
 
-WORLDS_ON_CUDA = 100   # worlds when none are asked for, on a GPU ...
-WORLDS_ON_CPU = 4      # ... and on the CPU (the CLI and the API alike)
-WARMUP_SECONDS = 0.05  # FlyGym's warm-up before a recording starts (NeuroMechFly's settling)
+WORLDS_ON_CUDA = 100
+"""Worlds when none are asked for, on a GPU (the CLI and the API alike)."""
+WORLDS_ON_CPU = 4
+"""Worlds when none are asked for, on the CPU."""
+WARMUP_SECONDS = 0.05
+"""FlyGym's warm-up before a recording starts: NeuroMechFly settles on the ground."""
 
 
 @dataclass(frozen=True)

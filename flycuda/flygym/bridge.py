@@ -17,7 +17,9 @@ __all__ = ["require", "available", "neuromechfly", "gpu_simulation", "wrap", "do
            "position_dofs", "Setup", "MODELS", "TIMESTEP", "MIN_PYTHON"]
 
 MIN_PYTHON = (3, 12)
-TIMESTEP = 1e-4       # FlyGym's GPU tutorial and benchmark
+"""The oldest Python FlyGym 2.x runs on."""
+TIMESTEP = 1e-4
+"""Seconds per physics step in FlyGym's GPU tutorial and benchmark."""
 
 
 def require():
@@ -136,7 +138,8 @@ def actuator_ids(sim: Sim, fly) -> torch.Tensor:
     return sim.actuator_ids(names)
 
 
-MODELS = {"neuromechfly": False, "neuromechfly-capsules": True}  # name -> simplify_geom
+MODELS = {"neuromechfly": False, "neuromechfly-capsules": True}
+"""FlyGym's models by name -> ``simplify_geom`` (capsules fitted to every mesh)."""
 
 
 class Setup:

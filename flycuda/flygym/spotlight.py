@@ -12,7 +12,8 @@ from .bridge import TIMESTEP, position_dofs, require
 
 __all__ = ["spotlight", "flygym_targets", "tutorial_buffer", "tutorial_offsets", "SPOTLIGHT_FPS"]
 
-SPOTLIGHT_FPS = 330.0  # the bundled clip's frame rate (checked against the file)
+SPOTLIGHT_FPS = 330.0
+"""The bundled Spotlight clip's frame rate (checked against the file)."""
 
 
 def _spotlight_snippet():

@@ -97,7 +97,7 @@ class Tracker:
 
     ``targets(out, first, every)`` writes the targets at steps ``first``, ``first + every``,
     ... into ``out`` [W, C, D] (C rows: one chunk), bit for bit what the replay's targets op
-    wrote at those counter values (:class:`flycuda.replay.loop.TargetRows`: one
+    wrote at those counter values (:class:`flycuda.replay.device_loop.TargetRows`: one
     launch per chunk)."""
 
     def __init__(self, targets, worlds: int, dofs: int, rows_chunk: int, every: int, settle_row: int,

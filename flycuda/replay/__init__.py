@@ -3,7 +3,7 @@
 * :mod:`.settings`: :class:`ReplaySettings`, the checks of what was asked, each world's start frame;
 * :mod:`.entry`: :func:`replay`: the worlds resolved (:mod:`flycuda.worlds`), the loop set up,
   the store opened, run and closed;
-* :mod:`.device_loop`: :class:`ReplayLoop` (initial state, warm-up, graph capture, the timed loop);
+* :mod:`.device_loop`: ``ReplayLoop`` (initial state, warm-up, graph capture, the timed loop);
 * :mod:`.job`: :func:`run_job`, a replay with its outputs as ``flycuda replay`` runs it (one
   process or a torchrun rank's share);
 * :mod:`.results`: :class:`ReplayResult` and its report;

@@ -5,7 +5,7 @@
 * :mod:`.eyes`: :class:`Vision` (eye cameras traced at the retina's raw pixels by the
   tile renderer, pooled by ``pool_ommatidia``), and drawing the eyes under a mosaic;
 * :mod:`.spec`: the one grammar of a vision spec (``exact``, ``fast:K``, ``@RATE``);
-* :mod:`.stage`: :class:`VisionStage`, the eyes sampled at a rate inside a replay's step.
+* :mod:`.stage`: ``VisionStage``, the eyes sampled at a rate inside a replay's step.
 """
 
 from ..errors import VisionError

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("mkdocs")
 griffe = pytest.importorskip("griffe")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "docs"))
 import check_api  # noqa: E402
 import roles  # noqa: E402
 
@@ -35,8 +35,8 @@ def test_every_stage_has_a_page(pkg):
 
 def test_an_undocumented_public_name_is_found():
     pkg = check_api.load_flycuda()  # its own copy: docstrings are changed below
-    pkg["sim"].members["NAMED_MODELS"].final_target.docstring = None
-    assert any("flycuda.sim.NAMED_MODELS: no docstring" in line for line in check_api.problems(pkg, references=False))
+    pkg["worlds"].members["NAMED_MODELS"].docstring = None  # defined there (an alias elsewhere)
+    assert any("flycuda.worlds.NAMED_MODELS: no docstring" in line for line in check_api.problems(pkg, references=False))
 
 
 def test_a_stale_parameter_is_found(pkg):
