@@ -73,3 +73,13 @@
 #else
 #define FLYCUDA_PARKED
 #endif
+
+// Launch templates. Each family's kernels/<family>.cuh ends with launch_<op>(launch, args..., plan):
+// a function template that states every launch of the op (which kernels, their grid, block,
+// dynamic shared memory and argument list) once, as launch(kernel, grid, block, smem, args...).
+// The CUDA launcher (cuda/<family>.cu) passes cuda::Launcher (cuda/launch.h:
+// kernel<<<grid, block, smem, stream>>>(args...), then the launch check), the emulator's driver
+// (emu/emu_main.cpp) flycuda_emu::Launcher (emu/cuda_emu.h: the emulated grid). So the emulator
+// runs exactly the launcher's launches, and a kernel whose arguments change without its launch
+// template (or a template whose arguments change without both callers) fails to compile.
+// Like the kernels, they are compiled by nvcc and the emulator only, never for the CPU twins.

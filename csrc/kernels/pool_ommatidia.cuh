@@ -124,6 +124,18 @@ __global__ void pool_ommatidia_kernel(const uint8_t* __restrict__ pixels,  // [S
   const int image = idx / O;
   pool_one(p, pixels, m, out, image, idx - image * O);
 }
+
+// The launch (platform.h, "launch templates"): one thread per (image, ommatidium).
+template <class Launcher>
+void launch_pool_ommatidia(Launcher&& launch,
+                           const uint8_t* pixels,  // [S, E, P, 3]
+                           const PoolMap& m,       // the map (see PoolMap)
+                           float* out,             // [S, E, O, 2]
+                           const PoolPlan& p) {
+  if (p.threads() == 0) return;
+  launch(pool_ommatidia_kernel, dim3(static_cast<unsigned int>(p.blocks())), dim3(kPoolThreads), 0, pixels, m, out,
+         p);
+}
 #endif
 
 }  // namespace kernels

@@ -64,7 +64,7 @@ FLYCUDA_HOST_DEVICE inline int32_t make_leaf(int32_t first, int32_t count) {
 }
 
 
-// One launch's arguments, built once from the op's tensors (csrc/render_args.cpp;
+// One launch's arguments, built once from the op's tensors (csrc/render/render_args.cpp;
 // the emulator's driver fills the same struct) and passed by value to the kernels.
 // Scene: the static scene and the per-world geom poses.
 struct Scene {

@@ -215,7 +215,7 @@ FLYCUDA_HOST_DEVICE inline const float* tile_top(const Scene& sc, const View& v,
 
 // Everything one pixel (py, px) = list position or image pixel q of tile t (world w)
 // does: the kernel body of both impls (the CPU twin runs four pixels at once through
-// csrc/render_packet.h, with the same helpers). The pixel's cold state (where it is,
+// csrc/render/render_packet.h, with the same helpers). The pixel's cold state (where it is,
 // its ray, the colour so far) waits in local memory while a ray is traced, so that
 // only the sample counters stay in registers around the traversal (the register
 // budget: tests/test_ptxas.py). Timed: the time spent tracing and shading is added
