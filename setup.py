@@ -4,11 +4,11 @@ The host code uses only torch/csrc/stable (targeting torch 2.10) and Python's
 limited API (3.11), so the one `_C.abi3.so` loads on every torch >= 2.10 and
 CPython >= 3.11 (3.11: zarr 3, which recordings need, needs it); `python -m build --no-isolation` makes an sdist and an abi3 wheel.
 
-CUDA build (CUDAExtension over csrc/*.cpp + csrc/*.cu) when a CUDA toolkit is found
+CUDA build (CUDAExtension over csrc/*.cpp, csrc/render/*.cpp and csrc/cuda/*.cu) when a CUDA toolkit is found
 (CUDA_HOME, CUDA_PATH, the toolkit of the nvcc on PATH, /usr/local/cuda, /usr/local/cuda-*;
 against a CUDA build of torch the first of torch's own major CUDA version, or one line
 saying which to install), or when FLYCUDA_FORCE_CUDA=1;
-otherwise a CppExtension over csrc/*.cpp only, said in one line. The CUDA runtime
+otherwise a CppExtension over the .cpp files only, said in one line. The CUDA runtime
 is linked statically and no torch CUDA library is linked, so even a CUDA build
 loads on a CPU build of torch. No GPU is needed to build: the decision never asks
 `torch.cuda.is_available()`. FLYCUDA_FORCE_CPU=1 forces the CPU-only build.
@@ -72,7 +72,9 @@ if WITH_CUDA:
     if archs:
         os.environ["TORCH_CUDA_ARCH_LIST"] = cfg.with_newest_ptx(archs)
 
-sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
+# The host side: csrc/*.cpp (schemas, common helpers, one file per op family) and the
+# renderer's host files, csrc/render/*.cpp.
+sources = sorted(glob.glob(os.path.join("csrc", "*.cpp"))) + sorted(glob.glob(os.path.join("csrc", "render", "*.cpp")))
 if WITH_CUDA:
     sources += sorted(glob.glob(os.path.join("csrc", "cuda", "*.cu")))
 extra_compile_args = {"cxx": list(cfg.HOST_FLAGS)}

@@ -1,8 +1,14 @@
-// flycuda: advance_step — argument checks and the CPU impl (counter[0] += n).
-#include "checks.h"
+// flycuda: advance_step — argument checks, the counter's ticket test and the CPU impl
+// (counter[0] += n).
+#include "advance_step.h"
+
 #include "common.h"
 
 namespace flycuda {
+
+bool counter_has_ticket(const Tensor& step) {
+  return kernels::counter_has_ticket(step.numel(), step.storage_offset(), storage_nbytes(step));
+}
 
 void check_advance_step(const Tensor& step) {
   constexpr const char* kOpName = "advance_step";

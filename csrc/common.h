@@ -141,17 +141,6 @@ std::string cat(const Args&... args) {
                 "argument '" #x "' must have dtype Int or Long, got ",       \
                 (x).scalar_type())
 
-// The step counter: int64 [1] = {step}, or [2] = {step, reserved}. A [2] from
-// new_step_counter also carries a hidden ticket beyond the view (its storage is
-// kernels::kCounterBytes long) that lets motion_to_ctrl fuse its advance into one
-// launch; see csrc/kernels/motion_to_ctrl.cuh.
-#define CHECK_COUNTER(x)                                                     \
-  FLYCUDA_CHECK((x).scalar_type() == ::flycuda::kLong && (x).dim() == 1 &&            \
-                    ((x).size(0) == 1 || (x).size(0) == 2) && (x).is_contiguous(), \
-                "argument '" #x "' must be a contiguous int64 step counter of shape " \
-                "[1] or [2] (see flycuda.new_step_counter), got ", (x).scalar_type(), \
-                " of shape ", ::flycuda::sizes_of(x))
-
 // The op namespace: `flycuda` for the installed extension. JIT builds of these
 // sources (flycuda.dev.build) pass -DFLYCUDA_NS=flycuda_jit so both can live in
 // one process. STABLE_TORCH_LIBRARY stringifies its argument, so FLYCUDA_NS would

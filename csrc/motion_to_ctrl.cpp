@@ -6,18 +6,13 @@
 //   frames_per_step, T, loop) and m = 0 if M == 1 else w. Then step[0] += advance.
 // Frame sampling and the launch plan: csrc/kernels/motion_to_ctrl.cuh (shared with
 // the CUDA kernel and the emulator).
-#include "checks.h"
+#include "motion_to_ctrl.h"
+
 #include "common.h"
-#include "kernels/motion_to_ctrl.cuh"
 
 #include <cmath>
 
 namespace flycuda {
-
-bool counter_has_ticket(const Tensor& step) {
-  return kernels::counter_has_ticket(step.numel(), step.storage_offset(),
-                                     storage_nbytes(step));
-}
 
 namespace {
 

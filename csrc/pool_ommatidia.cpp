@@ -8,9 +8,9 @@
 // FlyGym's Retina.fisheye_image_to_hex_pxls per eye image (see
 // kernels/pool_ommatidia.cuh). The CPU twin below, the CUDA launcher and the
 // emulator run the same kernel body (kernels::pool_one) over the same PoolPlan.
-#include "common.h"
-#include "kernels/pool_ommatidia.cuh"
 #include "pool_ommatidia.h"
+
+#include "common.h"
 
 #include <climits>
 

@@ -7,7 +7,8 @@
 // otherwise nothing is written. Both run kernels::record_kernel's plan (see
 // kernels/record.cuh): the CPU twin below, the CUDA launcher and the
 // emulator walk the same RecordPlan.
-#include "checks.h"
+#include "record.h"
+
 #include "common.h"
 
 #include <climits>

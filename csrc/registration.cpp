@@ -26,7 +26,7 @@ PyMODINIT_FUNC PyInit__C(void) {
 FLYCUDA_LIBRARY(m) {
   // ctrl[w, act_ids[d]] = motion[m(w), f(w), d] interpolated at the frame
   // f(w) = offsets[w] + step[0] * frames_per_step; then step += advance.
-  // Argument names are the wrappers' (flycuda/ops/__init__.py; tests/test_launch_plan.py
+  // Argument names are the wrappers' (flycuda/ops/__init__.py; tests/csrc/test_launch_plan.py
   // holds them equal), but for `frame_mode` (the wrappers' `mode`): torch's
   // dispatch to modes (redirect_to_mode) takes a keyword `mode` of its own, and an
   // op argument of that name breaks torch.compile's AOT dispatch.

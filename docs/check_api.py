@@ -11,7 +11,7 @@
 * every Sphinx role in flycuda's docstrings (``:func:`name```) resolves (docs/roles.py).
 
 Run by the mkdocs hook (docs/hooks.py: ``mkdocs build --strict`` fails on any finding), by
-tests/test_docs.py, and by hand: ``python docs/check_api.py`` (exit status 1 on findings).
+tests/package/test_docs.py, and by hand: ``python docs/check_api.py`` (exit status 1 on findings).
 """
 
 from __future__ import annotations

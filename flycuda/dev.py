@@ -67,14 +67,17 @@ def build(ops: list[str] | None = None, *, namespace: str = "flycuda_jit", with_
                            "in this process; use another namespace (default 'flycuda_jit')")
     use_cuda = _use_cuda(with_cuda)
     _prepare_env(use_cuda)
-    all_ops = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(CSRC, "*.cpp"))
-                     if os.path.basename(p) not in ("registration.cpp", "common.cpp"))
+    # op family -> its host sources: csrc/<family>.cpp, or the renderer's csrc/render/*.cpp
+    families = {os.path.basename(p)[:-4]: [p] for p in glob.glob(os.path.join(CSRC, "*.cpp"))
+                if os.path.basename(p) not in ("registration.cpp", "common.cpp")}
+    families["render_tiles"] = sorted(glob.glob(os.path.join(CSRC, "render", "*.cpp")))
+    all_ops = sorted(families)
     chosen = all_ops if ops is None else list(ops)
     unknown = sorted(set(chosen) - set(all_ops))
     if unknown:
         raise ValueError(f"flycuda.dev.build: unknown op families {unknown}; csrc/ has {all_ops}")
     sources = [os.path.join(CSRC, "registration.cpp"), os.path.join(CSRC, "common.cpp")]
-    sources += [os.path.join(CSRC, f"{op}.cpp") for op in chosen]
+    sources += [src for op in chosen for src in families[op]]
     if use_cuda:
         sources += [os.path.join(CSRC, "cuda", f"{op}.cu") for op in chosen]
     ns = f"-DFLYCUDA_NS={namespace}"

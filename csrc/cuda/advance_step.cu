@@ -1,8 +1,8 @@
-// flycuda: advance_step — the CUDA launcher (kernel: csrc/kernels/advance_step.cuh).
-#include "checks.h"
+// flycuda: advance_step — the CUDA launcher (kernel and launch: csrc/kernels/advance_step.cuh).
+#include "advance_step.h"
+
 #include "common.h"
 #include "cuda/launch.h"
-#include "kernels/advance_step.cuh"
 
 namespace flycuda {
 namespace {
@@ -11,8 +11,7 @@ void advance_step_cuda(Tensor& step,  // [1] or [2]
                        int64_t n) {
   check_advance_step(step);
   const torch::stable::accelerator::DeviceGuard guard(step.get_device_index());
-  kernels::advance_step_kernel<<<1, 1, 0, cuda::stream_for_launch()>>>(dptr<int64_t>(step), n);
-  FLYCUDA_LAUNCH_CHECK();
+  kernels::launch_advance_step(cuda::Launcher{cuda::stream_for_launch()}, dptr<int64_t>(step), n);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
-// flycuda: what every CUDA launcher does around its launch (host code, nvcc only).
+// flycuda: what every CUDA launcher does around its launches (host code, nvcc only).
 #pragma once
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+
+#include <utility>
 
 #include "common.h"
 
@@ -99,6 +101,20 @@ inline cudaStream_t stream_for_launch() {
   (void)capturing(stream);
   return stream;
 }
+
+// The launcher of the kernels' launch templates (kernels/platform.h, "launch templates") on
+// the GPU: kernel<<<grid, block, smem, stream>>>(args...), the arguments converted to the
+// kernel's parameters as in a direct launch, then the launch check. The emulator's:
+// flycuda_emu::Launcher (emu/cuda_emu.h).
+struct Launcher {
+  cudaStream_t stream;
+  template <typename... Params, typename... Args>
+  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) const {
+    static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
+    kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+    FLYCUDA_LAUNCH_CHECK();
+  }
+};
 
 }  // namespace cuda
 }  // namespace flycuda

@@ -1,11 +1,10 @@
-// flycuda: motion_to_ctrl and spline_to_ctrl — the CUDA launchers. The kernel and
-// its launch plan are csrc/kernels/motion_to_ctrl.cuh (the same source runs on the
-// emulated grid in CI).
-#include "checks.h"
+// flycuda: motion_to_ctrl and spline_to_ctrl — the CUDA launchers. The kernel, its
+// launch plan and its launch are csrc/kernels/motion_to_ctrl.cuh (the same source runs
+// on the emulated grid in CI).
+#include "motion_to_ctrl.h"
+
 #include "common.h"
 #include "cuda/launch.h"
-#include "kernels/advance_step.cuh"
-#include "kernels/motion_to_ctrl.cuh"
 
 namespace flycuda {
 namespace {
@@ -22,31 +21,15 @@ void launch(const Frames frames, Tensor& step, Tensor& ctrl,
   const cudaStream_t stream = cuda::stream_for_launch();
   const int64_t W = ctrl.size(0), D = frames.D;
   const kernels::MotionToCtrlPlan plan = kernels::plan_motion_to_ctrl(W, D, advance, counter_has_ticket(step));
-  int64_t* counter = dptr<int64_t>(step);
-  if (plan.run_kernel) {
-    unsigned int* ticket = plan.fused ? kernels::counter_ticket(counter) : nullptr;
-    const ScalarType offset_type = offsets.has_value() ? offsets->scalar_type() : kFloat;
-    FLYCUDA_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "motion_to_ctrl_cuda", [&] {
-      FLYCUDA_DISPATCH_FLOATING_TYPES(offset_type, "motion_to_ctrl_cuda", [&] {
-        const auto go = [&](auto idx_tag) {
-          using idx_t = decltype(idx_tag);
-          kernels::motion_to_ctrl_kernel<idx_t, Frames, index_t, scalar_t>
-              <<<static_cast<unsigned int>(plan.blocks), plan.threads, 0, stream>>>(
-                  frames, counter, ticket, dptr<float>(ctrl), dptr<index_t>(act_ids),
-                  offsets.has_value() ? dptr<scalar_t>(*offsets) : nullptr, static_cast<idx_t>(W),
-                  static_cast<idx_t>(D), ctrl.size(1), ctrl.stride(0), ctrl.stride(1), frames_per_step,
-                  fm == FrameMode::Loop, plan.fused ? advance : 0);
-        };
-        if (plan.index32) go(int32_t{0});
-        else go(int64_t{0});
-      });
+  const ScalarType offset_type = offsets.has_value() ? offsets->scalar_type() : kFloat;
+  FLYCUDA_DISPATCH_INDEX_TYPES(act_ids.scalar_type(), "motion_to_ctrl_cuda", [&] {
+    FLYCUDA_DISPATCH_FLOATING_TYPES(offset_type, "motion_to_ctrl_cuda", [&] {
+      kernels::launch_motion_to_ctrl(cuda::Launcher{stream}, frames, dptr<int64_t>(step), dptr<float>(ctrl),
+                                     dptr<index_t>(act_ids), offsets.has_value() ? dptr<scalar_t>(*offsets) : nullptr,
+                                     W, ctrl.size(1), ctrl.stride(0), ctrl.stride(1), frames_per_step,
+                                     fm == FrameMode::Loop, advance, plan);
     });
-    FLYCUDA_LAUNCH_CHECK();
-  }
-  if (plan.advance_kernel) {
-    kernels::advance_step_kernel<<<1, 1, 0, stream>>>(counter, advance);
-    FLYCUDA_LAUNCH_CHECK();
-  }
+  });
 }
 
 void motion_to_ctrl_cuda(const Tensor& motion,   // [M, T, D]

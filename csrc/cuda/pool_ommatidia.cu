@@ -1,9 +1,9 @@
-// flycuda: pool_ommatidia — the CUDA launcher (kernel and plan:
+// flycuda: pool_ommatidia — the CUDA launcher (kernel, plan and launch:
 // csrc/kernels/pool_ommatidia.cuh).
+#include "pool_ommatidia.h"
+
 #include "common.h"
 #include "cuda/launch.h"
-#include "kernels/pool_ommatidia.cuh"
-#include "pool_ommatidia.h"
 
 namespace flycuda {
 namespace {
@@ -13,12 +13,10 @@ void pool_ommatidia_cuda(FLYCUDA_POOL_OMMATIDIA_PARAMS) {
   const kernels::PoolPlan p = check_pool_ommatidia(FLYCUDA_POOL_OMMATIDIA_ARGS);
   const torch::stable::accelerator::DeviceGuard guard(readouts.get_device_index());
   const cudaStream_t stream = cuda::stream_for_launch();
-  if (p.threads() == 0) return;
   // Launch: one thread per (image, ommatidium) on the current stream.
-  kernels::pool_ommatidia_kernel<<<static_cast<unsigned int>(p.blocks()), kernels::kPoolThreads, 0, stream>>>(
-      dptr<uint8_t>(pixels), pool_map(omm_ptr, omm_pixels, omm_channel, omm_column, omm_count),
-      dptr<float>(readouts), p);
-  FLYCUDA_LAUNCH_CHECK();
+  kernels::launch_pool_ommatidia(cuda::Launcher{stream}, dptr<uint8_t>(pixels),
+                                 pool_map(omm_ptr, omm_pixels, omm_channel, omm_column, omm_count),
+                                 dptr<float>(readouts), p);
 }
 
 }  // namespace

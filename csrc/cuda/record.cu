@@ -1,9 +1,9 @@
 // flycuda: the record family (record_qpos, record_chunk) — the CUDA launcher
-// (kernel and plan: csrc/kernels/record.cuh).
-#include "checks.h"
+// (kernel, plan and launch: csrc/kernels/record.cuh).
+#include "record.h"
+
 #include "common.h"
 #include "cuda/launch.h"
-#include "kernels/record.cuh"
 
 namespace flycuda {
 namespace {
@@ -11,16 +11,17 @@ namespace {
 // Launches record_kernel with a checked plan on the current stream (the column
 // ids' values: the Python wrappers check them once per tensor version; the kernel
 // skips out-of-range ones).
-void launch_record(const Tensor& src, const Tensor& cols, Tensor& out, const Tensor& step,
+void launch_record(const Tensor& src,   // [W, N]
+                   const Tensor& cols,  // [D]
+                   Tensor& out,         // [B, W, C, D]
+                   const Tensor& step,  // [1] or [2]
                    const kernels::RecordPlan& p) {
   const torch::stable::accelerator::DeviceGuard guard(out.get_device_index());
   const cudaStream_t stream = cuda::stream_for_launch();
-  if (p.threads() == 0 || p.limit == 0) return;
   FLYCUDA_DISPATCH_INDEX_TYPES(cols.scalar_type(), "record_cuda", [&] {
-    kernels::record_kernel<index_t><<<static_cast<unsigned int>(p.blocks()), kernels::kRecordThreads, 0, stream>>>(
-        dptr<float>(src), dptr<index_t>(cols), dptr<float>(out), dptr<int64_t>(step), p);
+    kernels::launch_record(cuda::Launcher{stream}, dptr<float>(src), dptr<index_t>(cols), dptr<float>(out),
+                           dptr<int64_t>(step), p);
   });
-  FLYCUDA_LAUNCH_CHECK();
 }
 
 void record_qpos_cuda(const Tensor& qpos,  // [W, nq]

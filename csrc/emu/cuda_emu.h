@@ -33,7 +33,9 @@
 //   - launch(grid, block, smem, stream, kernel, args...) in place of
 //     kernel<<<grid, block, smem, stream>>>(args...): it converts the arguments
 //     to the kernel's parameter types, runs the whole grid and returns
-//     (streams are synchronous; launches from two host threads overlap).
+//     (streams are synchronous; launches from two host threads overlap);
+//     Launcher, the same as the launcher the kernels' launch templates take
+//     (kernels/platform.h), in place of csrc/cuda/launch.h's cuda::Launcher.
 //
 // What it does not model: warp-level lockstep, shuffles, votes and warp
 // reductions; the GPU's weaker memory model (atomics here are acq_rel, so a
@@ -61,6 +63,7 @@
 #include <thread>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #define __global__
@@ -316,5 +319,14 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t /*stream*/, void (*
   std::lock_guard<std::mutex> lock(g_launch_log_mutex);
   g_launch_log.push_back(stats);
 }
+
+// launch(kernel, grid, block, smem, args...): the launcher of the kernels' launch templates
+// (kernels/<family>.cuh launch_*), as cuda::Launcher is on the GPU.
+struct Launcher {
+  template <typename... Params, typename... Args>
+  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) const {
+    launch(grid, block, smem, nullptr, kernel, std::forward<Args>(args)...);
+  }
+};
 
 }  // namespace flycuda_emu

@@ -1,13 +1,14 @@
 // flycuda emu: runs flycuda's real CUDA kernels (csrc/kernels/*.cuh) on the
-// emulated grid of cuda_emu.h, on cases written by tests/test_emu.py, so that
+// emulated grid of cuda_emu.h, on cases written by tests/csrc/test_emu.py, so that
 // CI executes every __global__ function without a GPU, under ASan+UBSan or TSan.
 //
 //   flycuda_emu CASE_DIR...
 //
 // A case directory holds case.txt ("op NAME" then "key value" lines) and the
 // op's arrays as NAME.npy; strided tensors come as their whole base buffer plus
-// offset and strides. Each launch mirrors its csrc/cuda/*.cu launcher (grid,
-// block, argument order); the outputs are written back as out_NAME.npy.
+// offset and strides. Each op runs its family's launch template (kernels/<family>.cuh
+// launch_*), the one its csrc/cuda/*.cu launcher runs, with the emulated grid's
+// launcher; the outputs are written back as out_NAME.npy.
 // Exit status: 0 when every case ran; a sanitizer report or an emulator error
 // (e.g. a divergent __syncthreads) aborts with its message.
 #include "kernels/advance_step.cuh"
@@ -33,7 +34,7 @@
 namespace fs = std::filesystem;
 namespace k = flycuda::kernels;
 using flycuda_emu::Array;
-using flycuda_emu::launch;
+const flycuda_emu::Launcher kLaunch{};  // the launch templates' launcher: the emulated grid
 
 namespace {
 
@@ -89,42 +90,32 @@ void with_index_type(const Array& a, F&& f) {
 
 
 // As csrc/cuda/motion_to_ctrl.cu: the launch plan of csrc/kernels/motion_to_ctrl.cuh
-// (fused with the advance when the counter carries the hidden ticket, else followed
-// by a one-thread advance). `counter` is the counter's whole storage of
+// and its launch (fused with the advance when the counter carries the hidden ticket,
+// else followed by a one-thread advance). `counter` is the counter's whole storage of
 // `counter_bytes` bytes (the view is its first `counter_numel` int64 at offset 0). The
 // case's "motion" (float32 [M, T, D]) or "coeffs" (float64 [M, T, 4, D],
-// spline_to_ctrl) picks the kernel's Frames.
+// spline_to_ctrl) picks the kernel's Frames; "index64 1" takes the 64-bit index math
+// that grids past 2^31 threads take (too big to emulate) on the case's grid.
 template <typename Frames>
 void launch_frames(Case& c, const Frames frames, int64_t* counter, int64_t counter_numel,
                    int64_t counter_bytes, float* ctrl) {
-  const int64_t D = frames.D, W = c.i64("W");
+  const int64_t W = c.i64("W");
   const int64_t advance = c.i64("advance");
-  const k::MotionToCtrlPlan plan =
-      k::plan_motion_to_ctrl(W, D, advance, k::counter_has_ticket(counter_numel, 0, counter_bytes));
+  k::MotionToCtrlPlan plan =
+      k::plan_motion_to_ctrl(W, frames.D, advance, k::counter_has_ticket(counter_numel, 0, counter_bytes));
   if (plan.too_large) throw std::runtime_error("motion_to_ctrl: W * D too large");
-  if (plan.run_kernel) {
-    unsigned int* ticket = plan.fused ? k::counter_ticket(counter) : nullptr;
-    const std::string odt = c.has("offsets") ? c.arr("offsets").descr : "<f4";
-    with_index_type(c.arr("act_ids"), [&](auto* index_tag) {
-      using index_t = std::remove_pointer_t<decltype(index_tag)>;
-      const auto go = [&](auto* offsets, auto idx_tag) {
-        using offset_t = std::remove_const_t<std::remove_pointer_t<decltype(offsets)>>;
-        using idx_t = decltype(idx_tag);
-        launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr,
-               k::motion_to_ctrl_kernel<idx_t, Frames, index_t, offset_t>, frames, counter, ticket, ctrl,
-               c.arr("act_ids").data<index_t>(), offsets, static_cast<idx_t>(W), static_cast<idx_t>(D),
-               c.i64("nu"), c.i64("ctrl_s0"), c.i64("ctrl_s1"), c.f64("frames_per_step"), c.i64("loop") != 0,
-               plan.fused ? advance : 0);
-      };
-      const auto go_idx = [&](auto* offsets) {
-        if (plan.index32) go(offsets, int32_t{0});
-        else go(offsets, int64_t{0});
-      };
-      if (odt == "<f8") go_idx(c.ptr<double>("offsets"));
-      else go_idx(c.ptr<float>("offsets"));
-    });
-  }
-  if (plan.advance_kernel) launch(dim3(1), dim3(1), 0, nullptr, k::advance_step_kernel, counter, advance);
+  if (c.scalars.count("index64") && c.i64("index64") != 0) plan.index32 = false;
+  const std::string odt = c.has("offsets") ? c.arr("offsets").descr : "<f4";
+  with_index_type(c.arr("act_ids"), [&](auto* index_tag) {
+    using index_t = std::remove_pointer_t<decltype(index_tag)>;
+    const auto go = [&](auto* offsets) {
+      k::launch_motion_to_ctrl(kLaunch, frames, counter, ctrl, c.arr("act_ids").data<index_t>(), offsets, W,
+                               c.i64("nu"), c.i64("ctrl_s0"), c.i64("ctrl_s1"), c.f64("frames_per_step"),
+                               c.i64("loop") != 0, advance, plan);
+    };
+    if (odt == "<f8") go(c.ptr<double>("offsets"));
+    else go(c.ptr<float>("offsets"));
+  });
 }
 
 void launch_motion_to_ctrl(Case& c, int64_t* counter, int64_t counter_numel, int64_t counter_bytes, float* ctrl) {
@@ -190,11 +181,11 @@ void run_motion_to_ctrl_overlap(Case& c) {
 }
 
 void run_advance_step(Case& c) {
-  launch(dim3(1), dim3(1), 0, nullptr, k::advance_step_kernel, c.arr("counter").data<int64_t>(), c.i64("n"));
+  k::launch_advance_step(kLaunch, c.arr("counter").data<int64_t>(), c.i64("n"));
   c.save("counter");
 }
 
-// As csrc/cuda/pool_ommatidia.cu: the plan check_pool_ommatidia builds (tests/test_emu.py
+// As csrc/cuda/pool_ommatidia.cu: the plan check_pool_ommatidia builds (tests/csrc/test_emu.py
 // fills it from the tensors' shapes and strides), arrays "pixels" (uint8 [S, E, P, 3]),
 // the map "omm_ptr", "omm_pixels", "omm_channel", "omm_column", "omm_count" (int32) and
 // "readouts" (the output's base buffer; readouts_offset and the plan's strides).
@@ -205,10 +196,8 @@ void run_pool_ommatidia(Case& c) {
   p.out_s3 = c.i64("readouts_s3");
   const k::PoolMap m{c.arr("omm_ptr").data<int32_t>(), c.ptr<int32_t>("omm_pixels"), c.arr("omm_channel").data<int32_t>(),
                      c.arr("omm_column").data<int32_t>(), c.arr("omm_count").data<int32_t>()};
-  if (p.threads() > 0) {
-    launch(dim3(static_cast<unsigned int>(p.blocks())), dim3(k::kPoolThreads), 0, nullptr, k::pool_ommatidia_kernel,
-           c.ptr<uint8_t>("pixels"), m, c.arr("readouts").data<float>() + c.i64("readouts_offset"), p);
-  }
+  float* readouts = c.arr("readouts").data<float>() + c.i64("readouts_offset");
+  k::launch_pool_ommatidia(kLaunch, c.ptr<uint8_t>("pixels"), m, readouts, p);
   c.save("readouts");
 }
 
@@ -237,22 +226,18 @@ void run_pool_quotients(Case& c) {
 }
 
 // As csrc/cuda/record.cu: the case carries the plan that
-// check_record_qpos / check_record_chunk build (tests/test_emu.py fills it
+// check_record_qpos / check_record_chunk build (tests/csrc/test_emu.py fills it
 // from the tensors' shapes and strides), and the arrays "src", "cols", "out".
 void run_record(Case& c) {
   k::RecordPlan p;
   p.W = c.i64("W"), p.D = c.i64("D"), p.N = c.i64("N"), p.every = c.i64("every"), p.limit = c.i64("limit");
   p.B = c.i64("B"), p.C = c.i64("C"), p.src_s0 = c.i64("src_s0"), p.src_s1 = c.i64("src_s1");
   p.out_sb = c.i64("out_sb"), p.out_sw = c.i64("out_sw"), p.out_sr = c.i64("out_sr"), p.out_sd = c.i64("out_sd");
-  if (p.threads() > 0 && p.limit > 0) {
-    with_index_type(c.arr("cols"), [&](auto* index_tag) {
-      using index_t = std::remove_pointer_t<decltype(index_tag)>;
-      launch(dim3(static_cast<unsigned int>(p.blocks())), dim3(k::kRecordThreads), 0, nullptr,
-             k::record_kernel<index_t>, c.arr("src").data<float>() + c.i64("src_offset"),
-             c.arr("cols").data<index_t>(), c.arr("out").data<float>() + c.i64("out_offset"),
-             c.arr("step").data<int64_t>(), p);
-    });
-  }
+  with_index_type(c.arr("cols"), [&](auto* index_tag) {
+    using index_t = std::remove_pointer_t<decltype(index_tag)>;
+    k::launch_record(kLaunch, c.arr("src").data<float>() + c.i64("src_offset"), c.arr("cols").data<index_t>(),
+                     c.arr("out").data<float>() + c.i64("out_offset"), c.arr("step").data<int64_t>(), p);
+  });
   c.save("out");
 }
 
@@ -261,7 +246,7 @@ int32_t rows_of(Case& c, const std::string& name) {
   return c.has(name) && !c.arr(name).shape.empty() ? static_cast<int32_t>(c.arr(name).shape[0]) : 0;
 }
 
-// As csrc/cuda/render_tiles.cu, with the RenderArgs that render_args.cpp builds
+// As csrc/cuda/render_tiles.cu, with the RenderArgs that render/render_args.cpp builds
 // (make_scene / make_view): the scene's fields by the names of
 // flycuda.ops.scene_layout.Scene.FIELDS, the poses and cameras as strided base buffers, one
 // fovy (degrees) per camera in "fovy", an optional pixel list "pixels"; the
@@ -328,19 +313,7 @@ void run_render_tiles(Case& c) {
   const int64_t tiles = (v.rgb && v.mosaic_cols > 0) ? (T + v.mosaic_cols - 1) / v.mosaic_cols * v.mosaic_cols : T;
   const k::RenderPlan plan = k::plan_render_tiles(tiles, v.height, v.width, v.npix, v.nsel);
   if (plan.too_large) throw std::runtime_error("render_tiles: too many pixels for one launch");
-  if (v.nsel > 0 && plan.blocks > 0) {
-    if (sc.ntop > 0) {
-      launch(dim3(static_cast<unsigned int>(plan.refit_blocks)), dim3(plan.refit_threads), 0, nullptr,
-             k::refit_top_kernel, a);
-    }
-    if (v.timers) {
-      launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr,
-             k::render_tiles_timed_kernel, a, plan);
-    } else {
-      launch(dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, nullptr, k::render_tiles_kernel,
-             a, plan);
-    }
-  }
+  k::launch_render_tiles(kLaunch, a, plan);
   for (const char* name : {"rgb", "depth", "seg", "top_boxes", "timers"}) {
     if (c.has(name)) c.save(name);
   }

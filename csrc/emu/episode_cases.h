@@ -1,19 +1,15 @@
 // flycuda emu: the episode family's cases (csrc/kernels/episode.cuh), part of the
 // driver emu_main.cpp (included inside its anonymous namespace, after Case). Each
-// launch mirrors csrc/cuda/episode.cu: grid, block and the plan check_* builds,
-// which tests/test_emu.py writes as scalars named as the plan's fields. A strided
-// tensor comes as its base buffer and `<name>_offset` (Case.strided); outputs are
-// saved whole (out_<name>.npy).
+// runs the launch template that csrc/cuda/episode.cu runs, with the plan check_*
+// builds, which tests/csrc/test_emu.py writes as scalars named as the plan's fields. A
+// strided tensor comes as its base buffer and `<name>_offset` (Case.strided); outputs
+// are saved whole (out_<name>.npy).
 #pragma once
 
 template <typename T>
 T* at_offset(Case& c, const std::string& name) {  // a strided tensor's first element
   const std::string key = name + "_offset";
   return c.arr(name).data<T>() + (c.scalars.count(key) ? c.i64(key) : 0);
-}
-
-inline void launch_episode(int64_t threads, const std::function<void(dim3)>& go) {
-  if (threads > 0) go(dim3(static_cast<unsigned int>(k::episode_blocks(threads))));
 }
 
 void run_motion_at(Case& c) {
@@ -25,16 +21,11 @@ void run_motion_at(Case& c) {
   float* out = at_offset<float>(c, "out");
   const Array& fr = c.arr("frames");
   const auto go = [&](const auto& frames) {
-    using Frames = std::decay_t<decltype(frames)>;
-    launch_episode(p.threads(), [&](dim3 grid) {
-      if (c.has("offsets") && c.arr("offsets").descr == "<f8") {
-        launch(grid, dim3(k::kEpisodeThreads), 0, nullptr, k::motion_at_kernel<Frames, double>, frames, steps,
-               c.ptr<double>("offsets"), out, p);
-      } else {
-        launch(grid, dim3(k::kEpisodeThreads), 0, nullptr, k::motion_at_kernel<Frames, float>, frames, steps,
-               c.ptr<float>("offsets"), out, p);
-      }
-    });
+    if (c.has("offsets") && c.arr("offsets").descr == "<f8") {
+      k::launch_motion_at(kLaunch, frames, steps, c.ptr<double>("offsets"), out, p);
+    } else {
+      k::launch_motion_at(kLaunch, frames, steps, c.ptr<float>("offsets"), out, p);
+    }
   };
   if (fr.descr == "<f8") {
     go(flycuda::SplineFrames{c.arr("frames").data<double>(), fr.shape[0], fr.shape[1], fr.shape[3]});
@@ -51,12 +42,8 @@ void run_scatter_actions(Case& c) {
   p.ctrl_s0 = c.i64("ctrl_s0"), p.ctrl_s1 = c.i64("ctrl_s1");
   with_index_type(c.arr("act_ids"), [&](auto* tag) {
     using index_t = std::remove_pointer_t<decltype(tag)>;
-    launch_episode(p.threads(), [&](dim3 grid) {
-      launch(grid, dim3(k::kEpisodeThreads), 0, nullptr, k::scatter_actions_kernel<index_t>,
-             static_cast<const float*>(at_offset<float>(c, "actions")),
-             static_cast<const index_t*>(c.arr("act_ids").data<index_t>()),
-             static_cast<const float*>(c.arr("action_map").data<float>()), at_offset<float>(c, "ctrl"), p);
-    });
+    k::launch_scatter_actions(kLaunch, at_offset<float>(c, "actions"), c.arr("act_ids").data<index_t>(),
+                              c.arr("action_map").data<float>(), at_offset<float>(c, "ctrl"), p);
   });
   c.save("ctrl");
 }
@@ -70,10 +57,7 @@ void run_gather_columns(Case& c) {
     p.src[i] = at_offset<float>(c, s);
     p.src_s0[i] = c.i64(s + "_s0"), p.src_s1[i] = c.i64(s + "_s1"), p.src_n[i] = c.i64(s + "_n");
   }
-  launch_episode(p.threads(), [&](dim3 grid) {
-    launch(grid, dim3(k::kEpisodeThreads), 0, nullptr, k::gather_columns_kernel,
-           static_cast<const int32_t*>(c.arr("columns").data<int32_t>()), at_offset<float>(c, "out"), p);
-  });
+  k::launch_gather_columns(kLaunch, c.arr("columns").data<int32_t>(), at_offset<float>(c, "out"), p);
   c.save("out");
 }
 
@@ -84,12 +68,9 @@ void run_episode_step(Case& c) {
   p.qvel_s1 = c.i64("qvel_s1"), p.root_adr = c.i64("root_adr"), p.max_steps = c.i64("max_steps");
   p.min_height = static_cast<float>(c.f64("min_height")), p.max_height = static_cast<float>(c.f64("max_height"));
   p.min_up = static_cast<float>(c.f64("min_up"));
-  launch_episode(p.threads(), [&](dim3 grid) {
-    launch(grid, dim3(k::kEpisodeThreads), 0, nullptr, k::episode_step_kernel, c.arr("world_steps").data<int64_t>(),
-           static_cast<const float*>(at_offset<float>(c, "qpos")),
-           static_cast<const float*>(at_offset<float>(c, "qvel")), c.arr("terminated").data<bool>(),
-           c.arr("truncated").data<bool>(), p);
-  });
+  k::launch_episode_step(kLaunch, c.arr("world_steps").data<int64_t>(), at_offset<float>(c, "qpos"),
+                         at_offset<float>(c, "qvel"), c.arr("terminated").data<bool>(), c.arr("truncated").data<bool>(),
+                         p);
   for (const char* name : {"world_steps", "terminated", "truncated"}) c.save(name);
 }
 
@@ -99,16 +80,10 @@ void run_reset_worlds(Case& c) {
   p.qpos_s0 = c.i64("qpos_s0"), p.qpos_s1 = c.i64("qpos_s1"), p.qvel_s0 = c.i64("qvel_s0");
   p.qvel_s1 = c.i64("qvel_s1");
   p.seed = static_cast<uint64_t>(c.i64("seed"));
-  launch_episode(p.threads(), [&](dim3 grid) {
-    launch(grid, dim3(k::kEpisodeThreads), 0, nullptr, k::reset_worlds_kernel,
-           static_cast<const bool*>(c.arr("done").data<bool>()),
-           static_cast<const float*>(c.arr("init_qpos").data<float>()),
-           static_cast<const float*>(c.arr("init_qvel").data<float>()),
-           static_cast<const double*>(c.arr("init_frames").data<double>()),
-           static_cast<const float*>(c.arr("qpos_noise").data<float>()),
-           static_cast<const float*>(c.arr("qvel_noise").data<float>()), at_offset<float>(c, "qpos"),
-           at_offset<float>(c, "qvel"), c.arr("world_steps").data<int64_t>(), c.arr("episodes").data<int64_t>(),
-           c.arr("offsets").data<double>(), p);
-  });
+  k::launch_reset_worlds(kLaunch, c.arr("done").data<bool>(), c.arr("init_qpos").data<float>(),
+                         c.arr("init_qvel").data<float>(), c.arr("init_frames").data<double>(),
+                         c.arr("qpos_noise").data<float>(), c.arr("qvel_noise").data<float>(),
+                         at_offset<float>(c, "qpos"), at_offset<float>(c, "qvel"), c.arr("world_steps").data<int64_t>(),
+                         c.arr("episodes").data<int64_t>(), c.arr("offsets").data<double>(), p);
   for (const char* name : {"qpos", "qvel", "world_steps", "episodes", "offsets"}) c.save(name);
 }

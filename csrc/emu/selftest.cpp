@@ -1,5 +1,5 @@
 // flycuda emu: kernels with deliberate bugs, one per mode, to show that the
-// emulator and the sanitizers catch each kind (tests/test_emu.py runs them and
+// emulator and the sanitizers catch each kind (tests/csrc/test_emu.py runs them and
 // expects the report). Not part of flycuda.
 //
 //   flycuda_emu_selftest MODE   (oob | race | shared_race | divergent | overflow | clean)

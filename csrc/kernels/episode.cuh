@@ -273,6 +273,69 @@ __global__ void reset_worlds_kernel(const bool* __restrict__ done, const float* 
   }
 }
 
+// --- the launches (platform.h, "launch templates"): one thread per element of the plan's
+// threads(), kEpisodeThreads a block; none without any.
+
+template <class Launcher, typename Kernel, typename Plan, typename... Args>
+void launch_episode_kernel(Launcher&& launch, Kernel kernel, const Plan& p, Args... args) {
+  if (p.threads() > 0) {
+    launch(kernel, dim3(static_cast<unsigned int>(episode_blocks(p.threads()))), dim3(kEpisodeThreads), 0, args...,
+           p);
+  }
+}
+
+template <class Launcher, typename Frames, typename offset_t>
+void launch_motion_at(Launcher&& launch, const Frames& frames,  // [M, T, (4,) D]
+                      const int64_t* steps,                     // [W]
+                      const offset_t* offsets,                  // [W] or null
+                      float* out,                               // [W, D]
+                      const MotionAtPlan& p) {
+  launch_episode_kernel(launch, motion_at_kernel<Frames, offset_t>, p, frames, steps, offsets, out);
+}
+
+template <class Launcher, typename index_t>
+void launch_scatter_actions(Launcher&& launch, const float* actions,  // [W, A]
+                            const index_t* act_ids,                   // [A]
+                            const float* map,                         // [4, A]
+                            float* ctrl,                              // [W, nu]
+                            const ScatterPlan& p) {
+  launch_episode_kernel(launch, scatter_actions_kernel<index_t>, p, actions, act_ids, map, ctrl);
+}
+
+template <class Launcher>
+void launch_gather_columns(Launcher&& launch, const int32_t* columns,  // [O, 2]
+                           float* out,                                 // [W, O]
+                           const GatherPlan& p) {                      // + the sources [W, N_k]
+  launch_episode_kernel(launch, gather_columns_kernel, p, columns, out);
+}
+
+template <class Launcher>
+void launch_episode_step(Launcher&& launch, int64_t* steps,  // [W]
+                         const float* qpos,                  // [W, nq]
+                         const float* qvel,                  // [W, nv]
+                         bool* terminated,                   // [W]
+                         bool* truncated,                    // [W]
+                         const EpisodePlan& p) {
+  launch_episode_kernel(launch, episode_step_kernel, p, steps, qpos, qvel, terminated, truncated);
+}
+
+template <class Launcher>
+void launch_reset_worlds(Launcher&& launch, const bool* done,  // [W]
+                         const float* init_qpos,               // [K, nq]
+                         const float* init_qvel,               // [K, nv]
+                         const double* init_frames,            // [K]
+                         const float* qpos_noise,              // [nq]
+                         const float* qvel_noise,              // [nv]
+                         float* qpos,                          // [W, nq]
+                         float* qvel,                          // [W, nv]
+                         int64_t* steps,                       // [W]
+                         int64_t* episodes,                    // [W]
+                         double* offsets,                      // [W]
+                         const ResetPlan& p) {
+  launch_episode_kernel(launch, reset_worlds_kernel, p, done, init_qpos, init_qvel, init_frames, qpos_noise,
+                        qvel_noise, qpos, qvel, steps, episodes, offsets);
+}
+
 #endif  // __CUDACC__ || FLYCUDA_EMU
 
 }  // namespace kernels

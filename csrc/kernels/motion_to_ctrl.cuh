@@ -13,9 +13,11 @@
 // a block. Consecutive threads read consecutive values of one frame row and write
 // one ctrl row, so a warp touches one or two rows of each array.
 //
-// The step counter and the fused advance (advance > 0): docs/design.md, "The step counter".
+// The step counter (its layout: advance_step.cuh) and the fused advance (advance > 0):
+// docs/design.md, "The step counter".
 #pragma once
 
+#include "advance_step.cuh"  // the step counter's layout, the unfused advance
 #include "platform.h"
 
 #include <climits>
@@ -117,21 +119,6 @@ namespace kernels {
 // --- the launch plan: read by the .cu launcher, the CPU twin and the emulator driver ---
 
 constexpr int kMotionToCtrlThreads = 256;
-constexpr int64_t kCounterBytes = 20;  // storage of a new_step_counter: step, reserved (int64), ticket (uint32)
-constexpr int64_t kTicketByte = 16;    // where the ticket starts
-
-// Does a counter (an int64 [numel] view at `storage_offset` of a storage of
-// `storage_bytes` bytes) carry the hidden ticket? Exactly the layout
-// new_step_counter makes.
-FLYCUDA_HOST_DEVICE inline bool counter_has_ticket(int64_t numel, int64_t storage_offset,
-                                                   int64_t storage_bytes) {
-  return numel == 2 && storage_offset == 0 && storage_bytes == kCounterBytes;
-}
-
-// The ticket of a counter that has one.
-FLYCUDA_HOST_DEVICE inline unsigned int* counter_ticket(int64_t* counter) {
-  return reinterpret_cast<unsigned int*>(reinterpret_cast<unsigned char*>(counter) + kTicketByte);
-}
 
 struct MotionToCtrlPlan {
   int64_t blocks;        // of the main kernel (at least 1 when it runs)
@@ -194,6 +181,33 @@ __global__ void motion_to_ctrl_kernel(const Frames frames,                  // [
       }
     }
   }
+}
+
+// The launch of either op (platform.h, "launch templates"), as the plan says: the kernel
+// (32- or 64-bit index math), fused with the advance when the counter carries the hidden
+// ticket (new_step_counter), and/or a one-thread advance after it on the same stream.
+template <class Launcher, typename Frames, typename index_t, typename offset_t>
+void launch_motion_to_ctrl(Launcher&& launch, const Frames& frames,  // [M, T, (4,) D]
+                           int64_t* counter,                         // [1] or [2] (+ ticket)
+                           float* ctrl,                              // [W, nu], strides (ctrl_s0, ctrl_s1)
+                           const index_t* act_ids,                   // [D]
+                           const offset_t* offsets,                  // [W] or null
+                           int64_t W, int64_t nu, int64_t ctrl_s0, int64_t ctrl_s1, double frames_per_step,
+                           bool loop, int64_t advance, const MotionToCtrlPlan& plan) {
+  if (plan.run_kernel) {
+    const dim3 grid(static_cast<unsigned int>(plan.blocks)), block(plan.threads);
+    unsigned int* ticket = plan.fused ? counter_ticket(counter) : nullptr;
+    const int64_t fused_advance = plan.fused ? advance : 0;  // the kernel's advance: with a ticket only
+    const auto go = [&](auto idx_tag) {
+      using idx_t = decltype(idx_tag);
+      launch(motion_to_ctrl_kernel<idx_t, Frames, index_t, offset_t>, grid, block, 0, frames, counter, ticket, ctrl,
+             act_ids, offsets, static_cast<idx_t>(W), static_cast<idx_t>(frames.D), nu, ctrl_s0, ctrl_s1,
+             frames_per_step, loop, fused_advance);
+    };
+    if (plan.index32) go(int32_t{0});
+    else go(int64_t{0});
+  }
+  if (plan.advance_kernel) launch_advance_step(launch, counter, advance);
 }
 
 #endif  // __CUDACC__ || FLYCUDA_EMU

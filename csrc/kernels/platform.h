@@ -64,7 +64,7 @@
 
 // FLYCUDA_PARKED: the qualifier of a small local array whose values a device
 // function parks in local memory across a long call (volatile keeps nvcc from
-// holding them in registers: the register budget, tests/test_ptxas.py). The CPU
+// holding them in registers: the register budget, tests/csrc/test_ptxas.py). The CPU
 // twins have no such budget, and volatile there would only force a memory round
 // trip per access and block common subexpressions, so it is plain on the host.
 // (The emulator follows the device: its build has FLYCUDA_DEVICE_PATH.)
@@ -73,3 +73,13 @@
 #else
 #define FLYCUDA_PARKED
 #endif
+
+// Launch templates. Each family's kernels/<family>.cuh ends with launch_<op>(launch, args..., plan):
+// a function template that states every launch of the op (which kernels, their grid, block,
+// dynamic shared memory and argument list) once, as launch(kernel, grid, block, smem, args...).
+// The CUDA launcher (cuda/<family>.cu) passes cuda::Launcher (cuda/launch.h:
+// kernel<<<grid, block, smem, stream>>>(args...), then the launch check), the emulator's driver
+// (emu/emu_main.cpp) flycuda_emu::Launcher (emu/cuda_emu.h: the emulated grid). So the emulator
+// runs exactly the launcher's launches, and a kernel whose arguments change without its launch
+// template (or a template whose arguments change without both callers) fails to compile.
+// Like the kernels, they are compiled by nvcc and the emulator only, never for the CPU twins.

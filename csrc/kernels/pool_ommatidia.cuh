@@ -72,7 +72,7 @@ struct PoolMap {
 // n * inv = 1 + d, |d| <= 2^-53: within 1.5 * 2^-53 ulp(z) of z. A rounding
 // boundary (a midpoint) lies at least ulp(z) / (2n) from z (x and n * m are
 // multiples of ulp(z) / 2; z itself is never a midpoint: x has 8 bits), which is
-// farther for n < 2^51, so RN(q + r * inv) = RN(z). tests/test_emu.py checks every
+// farther for n < 2^51, so RN(q + r * inv) = RN(z). tests/csrc/test_emu.py checks every
 // x against x / n for n in 1..65536 and a sweep of larger n.
 FLYCUDA_HOST_DEVICE FLYCUDA_HOT double exact_quotient(double x, double n, double inv) {
 #if defined(FLYCUDA_DEVICE_PATH)
@@ -123,6 +123,18 @@ __global__ void pool_ommatidia_kernel(const uint8_t* __restrict__ pixels,  // [S
   const int O = static_cast<int>(p.O);
   const int image = idx / O;
   pool_one(p, pixels, m, out, image, idx - image * O);
+}
+
+// The launch (platform.h, "launch templates"): one thread per (image, ommatidium).
+template <class Launcher>
+void launch_pool_ommatidia(Launcher&& launch,
+                           const uint8_t* pixels,  // [S, E, P, 3]
+                           const PoolMap& m,       // the map (see PoolMap)
+                           float* out,             // [S, E, O, 2]
+                           const PoolPlan& p) {
+  if (p.threads() == 0) return;
+  launch(pool_ommatidia_kernel, dim3(static_cast<unsigned int>(p.blocks())), dim3(kPoolThreads), 0, pixels, m, out,
+         p);
 }
 #endif
 

@@ -71,6 +71,20 @@ __global__ void record_kernel(const float* __restrict__ src,      // [W, N]
   if (a < 0 || a >= p.N) return;  // cols are checked on the host (once), except in capture
   out[base + w * p.out_sw + d * p.out_sd] = src[w * p.src_s0 + a * p.src_s1];
 }
+
+// The launch (platform.h, "launch templates"): one thread per (w, d); none when
+// nothing can be recorded.
+template <class Launcher, typename index_t>
+void launch_record(Launcher&& launch,
+                   const float* src,      // [W, N]
+                   const index_t* cols,   // [D]
+                   float* out,            // [B, W, C, D]
+                   const int64_t* step,   // [1] or [2]
+                   const RecordPlan& p) {
+  if (p.threads() == 0 || p.limit == 0) return;
+  launch(record_kernel<index_t>, dim3(static_cast<unsigned int>(p.blocks())), dim3(kRecordThreads), 0, src, cols, out,
+         step, p);
+}
 #endif
 
 }  // namespace kernels

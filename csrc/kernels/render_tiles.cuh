@@ -1,6 +1,6 @@
 // flycuda: render_tiles — the kernels and their launch plan, compiled by nvcc
 // (cuda/render_tiles.cu) and, on the emulated grid, by the host compiler (emu/);
-// the CPU twin (render_tiles.cpp) walks the same plan's blocks and threads.
+// the CPU twin (csrc/render/render_tiles.cpp) walks the same plan's blocks and threads.
 //
 // 1. refit_top_kernel: one block of 32 threads per selected world: its threads
 //    compute the world boxes of the top level's leaf children in parallel (a geom
@@ -302,6 +302,21 @@ static __global__ void render_tiles_timed_kernel(render::RenderArgs a, RenderPla
   atomicAdd(reinterpret_cast<unsigned long long*>(row + 4), static_cast<unsigned long long>(stage[3]));
   __syncthreads();
   if (threadIdx.x == 0) row[2] = render::now() - start;
+}
+
+// The launches (platform.h, "launch templates"), in order on one stream: the refit of
+// each selected world's top level, then the pixels (timed or not).
+template <class Launcher>
+void launch_render_tiles(Launcher&& launch, const render::RenderArgs& a, const RenderPlan& plan) {
+  if (a.v.nsel == 0 || plan.blocks == 0) return;
+  if (a.sc.ntop > 0) {
+    launch(refit_top_kernel, dim3(static_cast<unsigned int>(plan.refit_blocks)), dim3(plan.refit_threads), 0, a);
+  }
+  if (a.v.timers) {
+    launch(render_tiles_timed_kernel, dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, a, plan);
+  } else {
+    launch(render_tiles_kernel, dim3(static_cast<unsigned int>(plan.blocks)), dim3(plan.threads), 0, a, plan);
+  }
 }
 
 #endif  // __CUDACC__ || FLYCUDA_EMU

@@ -18,6 +18,7 @@ from ..errors import FlycudaError
 
 # csrc/kernels/motion_to_ctrl.cuh (motion_to_ctrl, spline_to_ctrl)
 MOTION_TO_CTRL_THREADS = 256   # kMotionToCtrlThreads
+# csrc/kernels/advance_step.cuh (the step counter of every op)
 COUNTER_BYTES = 20             # kCounterBytes: a new_step_counter's storage (step, reserved, uint32 ticket)
 TICKET_BYTE = 16               # kTicketByte: where the hidden ticket starts
 # csrc/kernels/pool_ommatidia.cuh

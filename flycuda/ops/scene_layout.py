@@ -1,6 +1,6 @@
 """The packed scene the ``render_tiles`` op reads: its fields in order (:class:`Scene`),
 their columns, and the link encoding of BVH leaves, written once on the Python side of the
-boundary; csrc/kernels/render/layout.h and csrc/render_args.h are the C++ side, and
+boundary; csrc/kernels/render/layout.h and csrc/render/render_tiles.h are the C++ side, and
 tests/render/test_render_layout.py holds the two equal. :mod:`flycuda.render.scene` packs it.
 """
 

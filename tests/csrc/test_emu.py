@@ -12,8 +12,9 @@ Branches reached (csrc/kernels/):
     M == 1 and M == W; clamp and loop, fractional/negative/past-the-end/NaN offsets
     (sample_frame: clamp both ends, loop wrap below 0, non-finite -> frame 0,
     i1 past the end: wrap and clamp; blend a == 0 exact copy and a != 0);
-    int32 and int64 act_ids; contiguous, row-strided and transposed ctrl; steps up
-    to 1e9; advance == 0, fused advance (new_step_counter: every block takes one
+    int32 and int64 act_ids; 32- and 64-bit index math (the latter, which grids past
+    2^31 threads take, forced on small grids); contiguous, row-strided and transposed
+    ctrl; steps up to 1e9; advance == 0, fused advance (new_step_counter: every block takes one
     ticket from the hidden word, the last one advances) and the unfused [1] counter
     (second launch); the atomics of every launch counted (one per block fused, none
     unfused) at 1, 672 and 5000 blocks; every counter a user can write.
@@ -117,6 +118,12 @@ def _m2c_cases():
                    csize=csize, advance=adv)
 
 
+def _index64(p) -> int:
+    """1 for the cases at step 1234 (a quarter): their launch takes the kernel's 64-bit
+    index math, which only grids past 2^31 threads take on a GPU (too big to emulate)."""
+    return int(p["step"] == 1234)
+
+
 def _m2c_case(p):
     W, M, T, D, nu = p["shape"]
     motion, act_ids, offsets = make_m2c_case(W, M, T, D, nu, p["okind"], "cpu", p["adt"])
@@ -125,7 +132,7 @@ def _m2c_case(p):
     ctrl, parent = strided_view(W, nu, p["ckind"], "cpu")
     counter = _counter(p["csize"], p["step"])
     case = emu.Case("motion_to_ctrl", W=W, nu=nu, frames_per_step=float(p["fps"]),
-                    loop=int(p["mode"] == "loop"), advance=p["advance"])
+                    loop=int(p["mode"] == "loop"), advance=p["advance"], index64=_index64(p))
     case.array("motion", motion).array("act_ids", act_ids)
     _put_counter(case, counter)
     if offsets is not None:
@@ -190,7 +197,7 @@ def _s2c_case(p):
     ctrl, parent = strided_view(W, nu, p["ckind"], "cpu")
     counter = _counter(p["csize"], p["step"])
     case = emu.Case("spline_to_ctrl", W=W, nu=nu, frames_per_step=float(p["fps"]),
-                    loop=int(p["mode"] == "loop"), advance=p["advance"])
+                    loop=int(p["mode"] == "loop"), advance=p["advance"], index64=_index64(p))
     case.array("coeffs", coeffs).array("act_ids", act_ids)
     _put_counter(case, counter)
     if offsets is not None:

@@ -31,8 +31,8 @@ def _constant(path: str, name: str) -> int:
 
 @pytest.mark.parametrize("header,name,mirror", [
     ("motion_to_ctrl.cuh", "kMotionToCtrlThreads", "MOTION_TO_CTRL_THREADS"),
-    ("motion_to_ctrl.cuh", "kCounterBytes", "COUNTER_BYTES"),
-    ("motion_to_ctrl.cuh", "kTicketByte", "TICKET_BYTE"),
+    ("advance_step.cuh", "kCounterBytes", "COUNTER_BYTES"),
+    ("advance_step.cuh", "kTicketByte", "TICKET_BYTE"),
     ("record.cuh", "kRecordThreads", "RECORD_THREADS"),
     ("pool_ommatidia.cuh", "kPoolThreads", "POOL_THREADS"),
     ("render_tiles.cuh", "kRenderThreads", "RENDER_THREADS"),

@@ -67,6 +67,6 @@ def test_packed_scene_has_the_layouts_columns():
     assert sc.headlight.shape == (scene.HEADLIGHT_COLS,) and sc.background.shape == (scene.BACKGROUND_COLS,)
     assert list(scene.Scene.FIELDS) == ["geom_ids", "geom_info", "geom_param", "bvh_boxes", "bvh_links", "tris",
                                         "top_links", "unbounded", "lights", "headlight", "background"]
-    src = open(os.path.join(os.path.dirname(LAYOUT), "..", "..", "render_args.cpp")).read()
+    src = open(os.path.join(os.path.dirname(LAYOUT), "..", "..", "render", "render_args.cpp")).read()
     names = re.search(r"kSceneFieldNames\[kSceneFields\] = \{([^}]+)\}", src).group(1)
     assert re.findall(r'"(\w+)"', names) == list(scene.Scene.FIELDS)  # the op's order, written in C++ once

@@ -1,4 +1,4 @@
-"""The CPU twin's ray packets (csrc/render_packet.h): four pixels' rays walk the
+"""The CPU twin's ray packets (csrc/render/render_packet.h): four pixels' rays walk the
 BVHs together, each lane with its own box tests, leaf tests and nearest hit, so the
 images must equal the scalar walk's bit for bit. The CPU op walks one ray at a time
 when it keeps timers (its per-ray node and triangle counts), so a render with and

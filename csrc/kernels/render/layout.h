@@ -1,6 +1,6 @@
 // flycuda: the tile renderer's data layout: the columns of every packed scene
 // array and the limits the host checks against. flycuda/ops/scene_layout.py mirrors these
-// names (tests/test_render_layout.py holds the two equal).
+// names (tests/render/test_render_layout.py holds the two equal).
 #pragma once
 
 #include "kernels/platform.h"
@@ -64,7 +64,7 @@ FLYCUDA_HOST_DEVICE inline int32_t make_leaf(int32_t first, int32_t count) {
 }
 
 
-// One launch's arguments, built once from the op's tensors (csrc/render_args.cpp;
+// One launch's arguments, built once from the op's tensors (csrc/render/render_args.cpp;
 // the emulator's driver fills the same struct) and passed by value to the kernels.
 // Scene: the static scene and the per-world geom poses.
 struct Scene {

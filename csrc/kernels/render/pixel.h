@@ -215,10 +215,10 @@ FLYCUDA_HOST_DEVICE inline const float* tile_top(const Scene& sc, const View& v,
 
 // Everything one pixel (py, px) = list position or image pixel q of tile t (world w)
 // does: the kernel body of both impls (the CPU twin runs four pixels at once through
-// csrc/render_packet.h, with the same helpers). The pixel's cold state (where it is,
+// csrc/render/render_packet.h, with the same helpers). The pixel's cold state (where it is,
 // its ray, the colour so far) waits in local memory while a ray is traced, so that
 // only the sample counters stay in registers around the traversal (the register
-// budget: tests/test_ptxas.py). Timed: the time spent tracing and shading is added
+// budget: tests/csrc/test_ptxas.py). Timed: the time spent tracing and shading is added
 // to stage[0] and stage[1], the nodes and triangles of the primary rays to
 // stage[2] and stage[3] (a separate instantiation: the untimed kernel carries no
 // timer state). vis: the block's culling flags for the primary rays (cull.h), or null.

@@ -1,7 +1,8 @@
-// flycuda: render_tiles' host side, shared by the CPU (render_tiles.cpp) and CUDA
+// flycuda: render_tiles' host side, shared by the CPU (render/render_tiles.cpp) and CUDA
 // (cuda/render_tiles.cu) impls: the op's parameter list (written once, here), the
-// packed scene's fields (in the order of flycuda.ops.scene_layout.Scene.FIELDS), the checks,
-// and the one RenderArgs (kernels/render/layout.h) built from them.
+// packed scene's fields (in the order of flycuda.ops.scene_layout.Scene.FIELDS), the checks
+// (render/render_args.cpp, render/render_bvh.cpp), and the one RenderArgs
+// (kernels/render/layout.h) built from them.
 #pragma once
 
 #include "common.h"

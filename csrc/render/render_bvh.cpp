@@ -1,7 +1,7 @@
 // flycuda: render_tiles' index-value checks: the selection, the geoms, the pixel
 // list, and every BVH (the meshes' and the top level): links, leaves, and depth
 // against the traversal stack, so that no push is ever dropped (a silent hole).
-#include "render_args.h"
+#include "render/render_tiles.h"
 
 #include "common.h"
 

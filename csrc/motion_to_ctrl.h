@@ -1,11 +1,14 @@
-// flycuda: argument checkers, one per op, shared by the CPU (.cpp) and CUDA
-// (.cu) impls so both reject exactly the same inputs before touching outputs.
+// flycuda: motion_to_ctrl and spline_to_ctrl — the argument checks, shared by the CPU
+// impls (motion_to_ctrl.cpp) and the CUDA launchers (cuda/motion_to_ctrl.cu) so that
+// both reject exactly the same inputs before touching any output. The launch plan:
+// kernels/motion_to_ctrl.cuh.
 #pragma once
 
-#include <cstdint>
-
+#include "advance_step.h"
 #include "common.h"
-#include "kernels/record.cuh"
+#include "kernels/motion_to_ctrl.cuh"
+
+#include <cstdint>
 
 namespace flycuda {
 
@@ -30,27 +33,5 @@ FrameMode check_spline_to_ctrl(const Tensor& coeffs,                 // [M, T, 4
                                const std::optional<Tensor>& offsets, // [W]
                                double frames_per_step, std::string_view mode,
                                int64_t advance);
-
-// Does a step counter carry the fused advance's hidden ticket: an int64 [2] view at
-// offset 0 of a storage of kernels::kCounterBytes bytes (what new_step_counter makes)?
-bool counter_has_ticket(const Tensor& step);  // [1] or [2]
-
-void check_advance_step(const Tensor& step);  // [1] or [2]
-
-// The record family: validates every argument and returns the launch plan
-// (kernels/record.cuh) that the CPU twin, the CUDA launcher and the
-// emulator all run; on the CPU also the column ids' range (checks_values_here).
-kernels::RecordPlan check_record_qpos(const Tensor& qpos,     // [W, nq]
-                                      const Tensor& adrs,     // [D]
-                                      const Tensor& history,  // [W, R, D]
-                                      const Tensor& step,     // [1] or [2]
-                                      int64_t every);
-kernels::RecordPlan check_record_chunk(const Tensor& source,   // [W, N]
-                                       const Tensor& columns,  // [D]
-                                       const Tensor& chunks,   // [B, W, C, D]
-                                       const Tensor& step,     // [1] or [2]
-                                       int64_t every);
-
-// render_tiles' checks: csrc/render_args.h.
 
 }  // namespace flycuda

@@ -1,6 +1,6 @@
 // flycuda: render_tiles' argument checks (dtype, shape, device, alignment) and the
 // RenderArgs the CPU and CUDA impls launch with.
-#include "render_args.h"
+#include "render/render_tiles.h"
 
 #include "common.h"
 

@@ -3,11 +3,10 @@
 // the kernels' per-pixel helpers around a 4-wide walk; with timers, one at a time
 // through the kernels' own run_pixel, whose per-ray counts the timers report); the
 // top-level refit in the kernel's two phases. Checks and RenderArgs: render_args.cpp.
-#include "render_args.h"
-
-#include "render_packet.h"
+#include "render/render_tiles.h"
 
 #include "common.h"
+#include "render/render_packet.h"
 
 namespace flycuda {
 namespace {

@@ -12,8 +12,8 @@
 // whatever order a walk meets them in (bvh.h replaces). A packet that reaches the
 // scalar walk's limits (only on a BVH the host check refused) hands its rays to the
 // scalar walk. The images therefore equal the scalar walk's bit for bit:
-// tests/test_render_packets.py compares them with the CPU op's timed (scalar)
-// walk, and tests/test_emu.py with the GPU kernel's code on the emulated grid.
+// tests/render/test_render_packets.py compares them with the CPU op's timed (scalar)
+// walk, and tests/csrc/test_emu.py with the GPU kernel's code on the emulated grid.
 #pragma once
 
 #if defined(FLYCUDA_DEVICE_PATH)
