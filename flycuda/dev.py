@@ -76,6 +76,9 @@ def build(ops: list[str] | None = None, *, namespace: str = "flycuda_jit", with_
     unknown = sorted(set(chosen) - set(all_ops))
     if unknown:
         raise ValueError(f"flycuda.dev.build: unknown op families {unknown}; csrc/ has {all_ops}")
+    # the step counter's checks live with advance_step (csrc/advance_step.h) and every family that
+    # reads the counter links them: a subset always brings advance_step along
+    chosen = sorted(set(chosen) | {"advance_step"})
     sources = [os.path.join(CSRC, "registration.cpp"), os.path.join(CSRC, "common.cpp")]
     sources += [src for op in chosen for src in families[op]]
     if use_cuda:
