@@ -18,10 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from . import flygym as fg
-from ._ext import cuda_ready
 from .errors import ReplayError
 from .sim.hexapod import fly_model_xml
-from .sim.mjwarp import Sim
+from .sim.mjwarp import Sim, warp_device_for
 from .sim.motion import Motion, load_motion, tripod_gait
 
 __all__ = ["NAMED_MODELS", "NAMED_MOTIONS", "MODELS", "ModelFacts", "Worlds", "resolve", "default_worlds",
@@ -85,10 +84,12 @@ def model_name(model) -> str | None:
 
 
 def default_worlds(device=None) -> int:
-    """The worlds when none are asked for: :data:`WORLDS_ON_CUDA` on a GPU (``device`` "cuda"
-    or None where flycuda runs on one), :data:`WORLDS_ON_CPU` on the CPU."""
-    on_cuda = str(device).startswith("cuda") if device is not None else cuda_ready()
-    return WORLDS_ON_CUDA if on_cuda else WORLDS_ON_CPU
+    """The worlds when none are asked for: :data:`WORLDS_ON_CUDA` on a GPU, :data:`WORLDS_ON_CPU`
+    on the CPU; ``device`` None: where :meth:`flycuda.sim.Sim.build` puts them (a GPU that both
+    Warp and flycuda can run on, else the CPU)."""
+    if device is None:
+        device = warp_device_for(None)
+    return WORLDS_ON_CUDA if str(device).startswith("cuda") else WORLDS_ON_CPU
 
 
 @dataclass
@@ -136,7 +137,7 @@ class Worlds:
 def resolve(model=None, worlds: int | None = None, *, device=None, motion=None, sim: Sim | None = None,
             act_ids: torch.Tensor | None = None, vision: bool = False, decorate=None, interp: str | None = None,
             warmup: float | None = None, camera: str | None = None, nconmax: int | None = None,
-            njmax: int | None = None) -> Worlds:
+            njmax: int | None = None, check=None) -> Worlds:
     """``worlds`` worlds of ``model`` driven by ``motion``, with the model's defaults.
 
     Args:
@@ -155,6 +156,9 @@ def resolve(model=None, worlds: int | None = None, *, device=None, motion=None, 
             model's ``mujoco.MjSpec`` before it is compiled (a task's objects).
         interp, warmup, camera: the model's defaults unless given.
         nconmax, njmax: MuJoCo Warp's contact and constraint capacities (None: its defaults).
+        check: the caller's checks of the motion, ``check(motion, worlds)``: called once, before
+            anything is built wherever the motion is known without the model (a file, a
+            :class:`Motion`, the tripod gait), else right after the build (FlyGym's clip).
 
     Raises:
         ReplayError: an unknown model or motion name, a missing file, a motion that does not
@@ -164,18 +168,26 @@ def resolve(model=None, worlds: int | None = None, *, device=None, motion=None, 
     own, motion_name = _motion_choice(model, motion)
     loaded = load_motion(motion) if own is False and isinstance(motion, (str, os.PathLike)) else None
     n = _worlds(worlds, sim, device)
+    if own and not (facts is not None and facts.flygym):
+        loaded = tripod_gait()  # the hexapod's own recording needs no model: known before the build too
+    early = loaded if loaded is not None else motion if isinstance(motion, Motion) else None
+    if check is not None and early is not None:
+        check(early, n)
     fly, built = None, sim is None
     if built:
         sim, fly, cam, fg_ids = _build(model, n, device, vision, decorate, nconmax, njmax)
     else:
         cam, fg_ids = facts.camera if facts is not None else "track", None
-    if own:
+    if own and loaded is None:  # FlyGym's clip, in the fly's DOF order
         motion = fg.spotlight(fly) if fly is not None else tripod_gait()
-        act_ids = act_ids if act_ids is not None else fg_ids
     elif loaded is not None:
         motion = loaded
     elif motion is False:
         motion = None
+    if own:
+        act_ids = act_ids if act_ids is not None else fg_ids
+    if check is not None and early is None and motion is not None:
+        check(motion, sim.nworld)
     nmf = facts is not None and facts.flygym
     return Worlds(sim=sim, motion=motion, motion_name=motion_name, act_ids=act_ids, camera=camera or cam,
                   interp=interp or ("cubic" if nmf and own else "linear"),

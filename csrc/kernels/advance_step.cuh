@@ -39,9 +39,10 @@ static __global__ void advance_step_kernel(int64_t* counter,  // [1] or [2]: cou
   counter[0] += n;
 }
 
-// The launch (platform.h, "launch templates"): one thread.
+// The launch (platform.h, "launch templates"): one thread. static, as its kernel is: each
+// translation unit that launches it has its own (no specialization shared across units).
 template <class Launcher>
-void launch_advance_step(Launcher&& launch,
+static void launch_advance_step(Launcher&& launch,
                          int64_t* counter,  // [1] or [2]
                          int64_t n) {
   launch(advance_step_kernel, dim3(1), dim3(1), 0, counter, n);

@@ -305,9 +305,10 @@ static __global__ void render_tiles_timed_kernel(render::RenderArgs a, RenderPla
 }
 
 // The launches (platform.h, "launch templates"), in order on one stream: the refit of
-// each selected world's top level, then the pixels (timed or not).
+// each selected world's top level, then the pixels (timed or not). static, as refit_top_kernel
+// is: each translation unit that launches them has its own.
 template <class Launcher>
-void launch_render_tiles(Launcher&& launch, const render::RenderArgs& a, const RenderPlan& plan) {
+static void launch_render_tiles(Launcher&& launch, const render::RenderArgs& a, const RenderPlan& plan) {
   if (a.v.nsel == 0 || plan.blocks == 0) return;
   if (a.sc.ntop > 0) {
     launch(refit_top_kernel, dim3(static_cast<unsigned int>(plan.refit_blocks)), dim3(plan.refit_threads), 0, a);

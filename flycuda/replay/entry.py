@@ -65,10 +65,16 @@ def replay(settings: ReplaySettings | None = None, *, sim: Sim | None = None, re
     s = ReplaySettings.of(settings, **options)
     t_start = time.perf_counter()
     checked = s.check(renderer)  # every setting, before anything is built
+    window = []  # (seconds, start frames): checked before the build wherever the motion is known
+
+    def check_window(m, n):
+        window.append(motion_window(m, n, s.duration, s.snippet, s.offsets))
+
     ws = resolve(s.model, s.worlds, device=s.device, motion=s.motion, sim=sim, act_ids=act_ids,
-                 vision=checked.vision is not None, interp=s.interp, warmup=s.warmup, nconmax=s.nconmax, njmax=s.njmax)
+                 vision=checked.vision is not None, interp=s.interp, warmup=s.warmup, nconmax=s.nconmax, njmax=s.njmax,
+                 check=check_window)
     sim, motion, target = ws.sim, ws.motion, checked.target
-    duration, offs = motion_window(motion, sim.nworld, s.duration, s.snippet, s.offsets)
+    (duration, offs), = window
     run = ReplayLoop.setup(sim, motion, offs, duration, s.mode, ws.interp, ws.act_ids)
     observables = resolve_observables(sim, checked.specs, dof_names=motion.dof_names, adrs=run.adrs,
                                       default_every=s.record_every)

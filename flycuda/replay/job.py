@@ -232,6 +232,9 @@ def _run_distributed(s: ReplaySettings, o: Outputs, info):
     (rank 0 creates it; every rank waits for that); rank 0 gathers small metrics only."""
     if _npz(s):
         raise ReplayError("record .npz gathers nothing across ranks; use a .zarr store with torchrun")
+    if s.record is not None and not _zarr(s):
+        raise ReplayError(f"record must be a .zarr path with torchrun (every rank writes its worlds into it), "
+                          f"got {type(s.record).__name__}")
     if o.plot and not s.record:
         raise ReplayError("plot with torchrun reads the joint angles from the store: add record='out.zarr'")
     distributed.init(info)
@@ -283,10 +286,11 @@ def replay_share(s: ReplaySettings, o: Outputs, device: str, worlds: int, share:
     if share is not None:  # the whole job's start frames, then this rank's slice (as one process)
         offsets, motion = _slice(motion, worlds, share, s.snippet, s.offsets)
     renderer, writer, render_every = _live_renderer(s, o, ws, primary)
-    if target is not None:
-        target.attrs.update(model=ws.model or s.model, motion=ws.motion_name, camera=ws.camera)
-    settings = dataclasses.replace(
-        s, model=s.model, motion=motion, worlds=n, snippet=s.snippet if share is None else None, offsets=offsets,
+    if target is not None:  # the store names what `flycuda render` can build again (nothing else)
+        target.attrs.update(motion=ws.motion_name, camera=ws.camera, **({"model": ws.model} if ws.model else {}))
+    settings = dataclasses.replace(  # a rank's share: its start frames, for the snippet's duration
+        s, motion=motion, worlds=n, duration=s.duration if s.duration is not None or share is None else s.snippet,
+        snippet=s.snippet if share is None else None, offsets=offsets,
         interp=ws.interp, warmup=ws.warmup, observe=_observe(s, o, ws), record=target, render_every=render_every,
         profile=s.profile if primary else None, progress=s.progress and primary)
     res = replay(settings, sim=sim, renderer=renderer, frame_writer=writer, act_ids=ws.act_ids)

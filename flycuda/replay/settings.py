@@ -73,7 +73,6 @@ class ReplaySettings:
     """
 
     model: object = None
-    motion: object = None
     worlds: int | None = None
     duration: float | None = None
     snippet: float | None = None
@@ -96,6 +95,7 @@ class ReplaySettings:
     progress: bool = True
     nconmax: int | None = None
     njmax: int | None = None
+    motion: object = None  # last: the fields before it keep their positions
 
     @classmethod
     def of(cls, settings: "ReplaySettings | None" = None, **options) -> "ReplaySettings":
@@ -114,7 +114,8 @@ class ReplaySettings:
         first bad setting (ReplayError); None means the model's default (resolved by
         :func:`flycuda.worlds.resolve`). Returns what the checks parsed."""
         check_settings(self.worlds, self.steps_per_graph, self.record_every, self.render_every, renderer, self.mode,
-                       self.interp or "linear", 0.0 if self.warmup is None else self.warmup)
+                       self.interp or "linear", 0.0 if self.warmup is None else self.warmup, self.duration,
+                       self.snippet, self.offsets)
         return Checked(observe_specs(self.observe), parse_vision(self.vision) if self.vision is not None else None,
                        target_of(self.record, self.overwrite))
 
@@ -139,10 +140,15 @@ def observe_specs(observe) -> list:
     return sorted(specs, key=lambda s: s.kind != "angles")
 
 
-def check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup) -> None:
+def check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup,
+                   duration=None, snippet=None, offsets=None) -> None:
     """One line naming the first bad setting (ReplayError)."""
     if worlds is not None and (isinstance(worlds, bool) or not isinstance(worlds, int) or worlds <= 0):
         raise ReplayError(f"worlds must be a positive integer, got {worlds!r}")
+    if duration is not None:
+        check_duration(None, duration, None)
+    if snippet is not None and offsets is not None:
+        raise ReplayError("give snippet or offsets, not both")
     for name, v in (("steps_per_graph", steps_per_graph), ("record_every", record_every)):
         if not isinstance(v, int) or v < 1:
             raise ReplayError(f"{name} must be an integer >= 1, got {v!r}")

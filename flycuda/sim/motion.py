@@ -198,8 +198,9 @@ def motion_window(motion: Motion, worlds: int, duration=None, snippet=None, offs
     return seconds, offs
 
 
-def check_duration(motion: Motion, duration, snippet) -> float:
-    """The simulated seconds: ``duration``, else the snippet length, else the recording's."""
+def check_duration(motion: Motion | None, duration, snippet) -> float:
+    """The simulated seconds: ``duration``, else the snippet length, else the recording's
+    (``motion`` is read only then)."""
     if duration is None:
         duration = snippet if snippet is not None else motion.duration
     if not (isinstance(duration, (int, float)) and math.isfinite(duration) and duration > 0):

@@ -10,7 +10,7 @@ import pytest
 from flycuda import worlds as fw
 from flycuda.cli.main import build_parser
 from flycuda.cli.replay import settings_of
-from flycuda.errors import ReplayError
+from flycuda.errors import FlycudaError, ReplayError
 from flycuda.replay import Outputs, ReplaySettings
 from flycuda.sim.motion import tripod_gait
 
@@ -63,3 +63,49 @@ def test_units_and_stored_names():
     assert [fw.model_name(m) for m in (None, "neuromechfly", "a/b.xml", "<mujoco/>")] == \
         ["hexapod", "neuromechfly", "a/b.xml", None]
     assert fw.is_flygym_model("neuromechfly-capsules") and not fw.is_flygym_model(None)
+
+
+@pytest.mark.parametrize("options,match", [
+    (dict(duration=-1.0), "duration must be > 0"),
+    (dict(snippet=0.1, offsets=[0.0]), "give snippet or offsets, not both"),
+    (dict(worlds=3, offsets=[0.0, 0.1]), "needs 1 or 3"),  # neither one nor one per world: known without the model
+    (dict(snippet=-1.0), "must be > 0 seconds, got -1.0"),
+])
+def test_replay_checks_before_anything_is_built(monkeypatch, options, match):
+    """Settings and the motion's window are checked before a world is built (the hexapod's own
+    recording, a file or a Motion are known without the model)."""
+    from flycuda.replay import replay
+    from flycuda.sim.mjwarp import Sim
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("built before the checks")
+
+    monkeypatch.setattr(Sim, "build", no_build)
+    with pytest.raises(FlycudaError, match=match):
+        replay(progress=False, **options)
+
+
+@pytest.mark.needs_warp
+def test_a_ranks_share_runs_the_snippet(tmp_path):
+    """A torchrun rank's share of a ``--snippet`` job (no --duration) runs the snippet's seconds,
+    as one process does, over its own worlds."""
+    from flycuda.replay.job import replay_share
+
+    s = ReplaySettings(snippet=0.01, device="cpu", progress=False)
+    res = replay_share(s, Outputs(), "cpu", 4, (2, 2), primary=False)
+    one = replay_share(s, Outputs(), "cpu", 4, None, primary=False)
+    assert (res.worlds, res.steps) == (2, one.steps) and one.steps == round(0.01 / res.timestep)
+
+
+def test_torchrun_refuses_a_record_that_is_no_zarr_path():
+    from flycuda.recording import Target
+    from flycuda.replay.job import _run_distributed
+
+    with pytest.raises(ReplayError, match="record must be a .zarr path with torchrun"):
+        _run_distributed(ReplaySettings(record=Target(store="memory")), Outputs(), info=None)
+
+
+def test_settings_keep_their_positions():
+    """``motion`` came last: ReplaySettings' earlier fields keep their positions."""
+    names = [f.name for f in dataclasses.fields(ReplaySettings)]
+    assert names[:3] == ["model", "worlds", "duration"] and names[-1] == "motion"
