@@ -165,30 +165,24 @@ def resolve(model=None, worlds: int | None = None, *, device=None, motion=None, 
             belong to the model, or ``worlds`` that disagree with ``sim``.
     """
     facts = _facts(model)
-    own, motion_name = _motion_choice(model, motion)
-    loaded = load_motion(motion) if own is False and isinstance(motion, (str, os.PathLike)) else None
+    nmf = facts is not None and facts.flygym
+    own, motion_name = _motion_choice(facts, motion)
+    known = _known_motion(motion, own, nmf)  # a bad file fails before anything is built
     n = _worlds(worlds, sim, device)
-    if own and not (facts is not None and facts.flygym):
-        loaded = tripod_gait()  # the hexapod's own recording needs no model: known before the build too
-    early = loaded if loaded is not None else motion if isinstance(motion, Motion) else None
-    if check is not None and early is not None:
-        check(early, n)
+    if check is not None and known is not None:
+        check(known, n)
     fly, built = None, sim is None
     if built:
         sim, fly, cam, fg_ids = _build(model, n, device, vision, decorate, nconmax, njmax)
     else:
         cam, fg_ids = facts.camera if facts is not None else "track", None
-    if own and loaded is None:  # FlyGym's clip, in the fly's DOF order
-        motion = fg.spotlight(fly) if fly is not None else tripod_gait()
-    elif loaded is not None:
-        motion = loaded
-    elif motion is False:
-        motion = None
+    motion = known
     if own:
         act_ids = act_ids if act_ids is not None else fg_ids
-    if check is not None and early is None and motion is not None:
-        check(motion, sim.nworld)
-    nmf = facts is not None and facts.flygym
+        if motion is None:  # FlyGym's clip, in the fly's DOF order (worlds given as sim: the tripod gait)
+            motion = fg.spotlight(fly) if fly is not None else tripod_gait()
+            if check is not None:
+                check(motion, sim.nworld)
     return Worlds(sim=sim, motion=motion, motion_name=motion_name, act_ids=act_ids, camera=camera or cam,
                   interp=interp or ("cubic" if nmf and own else "linear"),
                   warmup=warmup if warmup is not None else (WARMUP_SECONDS if nmf else 0.0),
@@ -208,14 +202,14 @@ def _facts(model) -> ModelFacts | None:
     return None
 
 
-def _motion_choice(model, motion) -> tuple[bool, str]:
-    """(is it the model's own recording, the motion's name); a named motion must be the model's."""
+def _motion_choice(facts: ModelFacts | None, motion) -> tuple[bool, str]:
+    """(is it the model's own recording, the motion's name); a named motion must be the model's
+    (``facts`` None: a model of one's own, whose own recording is the tripod gait)."""
     if isinstance(motion, Motion):
         return False, "custom"
     if motion is False:
         return False, ""
-    own = MODELS["hexapod" if model is None else model].motion if isinstance(model, str) and model in MODELS \
-        or model is None else "tripod"
+    own = facts.motion if facts is not None else "tripod"
     if motion is None:
         return True, own
     if motion in NAMED_MOTIONS:
@@ -225,6 +219,16 @@ def _motion_choice(model, motion) -> tuple[bool, str]:
     if not os.path.isfile(os.fspath(motion)):
         raise ReplayError(f"motion file not found: {os.fspath(motion)} (or name one of: {', '.join(NAMED_MOTIONS)})")
     return False, os.fspath(motion)
+
+
+def _known_motion(motion, own: bool, nmf: bool) -> Motion | None:
+    """The motion when it is known without the model: a :class:`Motion`, a recording's file, the
+    hexapod's own tripod gait; None for FlyGym's clip (it needs the fly) and for no motion."""
+    if isinstance(motion, Motion):
+        return motion
+    if own:
+        return None if nmf else tripod_gait()
+    return None if motion is False else load_motion(motion)
 
 
 def _worlds(worlds, sim, device) -> int:

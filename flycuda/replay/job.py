@@ -24,9 +24,9 @@ from ..recording.store import check_path, world_chunk
 from ..render import FrameWriter, MjwRenderer, TileRenderer, camera_arg
 from ..render.frames import VIDEO_FPS, frames_every
 from ..sim.mjwarp import unusable_gpu
-from ..sim.motion import Motion
+from ..sim.motion import Motion, check_duration
 from ..vision.spec import parse_vision
-from ..worlds import MODELS, default_worlds, resolve
+from ..worlds import default_worlds, resolve
 from . import distributed
 from .entry import replay
 from .playback import render_recording
@@ -130,8 +130,7 @@ def _check_outputs(s: ReplaySettings, o: Outputs) -> None:
         require("imageio", "video=/frames=", "video")
     if o.plot:
         require("matplotlib", "plot=", "video")
-    model = s.model if isinstance(s.model, str) else None
-    if s.vision and not (model in MODELS and MODELS[model].flygym or model not in MODELS and model is not None):
+    if s.vision and s.model in (None, "hexapod"):
         raise ReplayError("vision needs a fly with eyes: model='neuromechfly' (FlyGym's fly with its eye cameras)")
     if s.vision and _npz(s):
         raise ReplayError("vision readouts go into a .zarr store (record='out.zarr'); an .npz keeps only the "
@@ -281,7 +280,7 @@ def replay_share(s: ReplaySettings, o: Outputs, device: str, worlds: int, share:
     ws = resolve(s.model, n, device=device, motion=s.motion, vision=bool(s.vision), interp=s.interp,
                  warmup=s.warmup, camera=o.camera, nconmax=s.nconmax, njmax=s.njmax)
     sim, motion, offsets = ws.sim, ws.motion, s.offsets
-    steps = max(1, round((s.duration or s.snippet or motion.duration) / sim.timestep))
+    steps = max(1, round(check_duration(motion, s.duration, s.snippet) / sim.timestep))
     _check_memory(o, s, n, steps, len(motion.dof_names))
     if share is not None:  # the whole job's start frames, then this rank's slice (as one process)
         offsets, motion = _slice(motion, worlds, share, s.snippet, s.offsets)
