@@ -1,4 +1,4 @@
-"""The replay's launch schedule at scale (no physics: flycuda.replay.schedule is pure
+"""The replay's launch schedule at scale (no physics: flycuda.sim.stepper.Schedule is pure
 arithmetic): the share of steps run eagerly, outside any launch, for the cases issue 27
 named (angles every step in chunks sized for the worlds, frames or vision samples every
 20 steps), with the previous rule (a launch could not pass the end of the filling chunk
@@ -14,8 +14,9 @@ import argparse
 
 from _results import append_results, format_table
 
+from flycuda.recording import recorder as rec
 from flycuda.recording.recorder import CHUNK_BYTES, RING, rows_per_chunk
-from flycuda.replay import schedule as sched
+from flycuda.sim.stepper import Schedule, due_room
 
 CASES = [(2, 10), (1000, 10), (8192, 10), (8192, 20)]  # (worlds, K); NeuroMechFly's 42 angles per world
 
@@ -23,15 +24,15 @@ CASES = [(2, 10), (1000, 10), (8192, 10), (8192, 20)]  # (worlds, K); NeuroMechF
 def counts(worlds: int, K: int, steps: int, previous: bool) -> tuple[int, int, int]:
     """(rows per chunk, steps in launches, eager steps) of a replay of ``steps`` steps."""
     C = rows_per_chunk(worlds, 42, steps + 1, CHUNK_BYTES, K) if worlds > 2 else 260
-    s = sched.Schedule(steps, K, (20,), ((steps + 1, C, 1),))
+    s = Schedule(steps, K, lambda done: min(due_room(20, steps, done), rec.chunk_room(done, ((steps + 1, C, 1),))))
     if previous:  # the room of the previous rule: up to the end of the filling chunk
-        room = sched.slot_room
-        sched.slot_room = lambda f, c, e: (f + RING - 1) * c * e - 1
+        room = rec.slot_room
+        rec.slot_room = lambda f, c, e: (f + RING - 1) * c * e - 1
         try:
             warm = 11
             launched, eager = s.counts(warm)
         finally:
-            sched.slot_room = room
+            rec.slot_room = room
     else:
         warm = s.warmup_end(11)
         launched, eager = s.counts(warm)

@@ -90,11 +90,14 @@ def main(argv=None):
     p.add_argument("--no-results", action="store_true", help="print only (no row in bench/RESULTS.md)")
     args = p.parse_args(argv)
     from flycuda import flygym as fg
+    from flycuda.sim.stepper import Loop, LoopOptions
     from flycuda.vision.stage import VisionStage
 
     setup = fg.Setup("neuromechfly", 1, device=args.device, vision=True)
-    counter = torch.zeros(2, dtype=torch.int64, device=args.device)
-    stages = {mode: VisionStage(setup.sim, mode, counter) for mode in ("exact", "fast:4")}
+    loop = Loop(setup.sim, [], LoopOptions(steps=1))  # what a stage's set-up reads: the worlds, the counter
+    stages = {mode: VisionStage(mode) for mode in ("exact", "fast:4")}
+    for stage in stages.values():
+        stage.setup(loop)
     rows = memory_at_scale(stages)
     with tempfile.TemporaryDirectory() as tmp:
         rows += memory_by_duration(args.device, args.worlds, args.base, args.spec, tmp)

@@ -33,7 +33,7 @@ from ..errors import RecordingError
 from . import store as zstore
 from .observables import Observable
 
-__all__ = ["Recorder", "Tracker", "rows_per_chunk", "CHUNK_BYTES", "RING"]
+__all__ = ["Recorder", "Tracker", "rows_per_chunk", "chunk_room", "slot_room", "chunks_complete", "CHUNK_BYTES", "RING"]
 
 CHUNK_BYTES = 16 * 2**20  # target bytes of one chunk (device and host alike)
 MAX_ROWS = 256            # samples per chunk at most (few worlds: the chunk still streams out)
@@ -56,6 +56,14 @@ def slot_room(flushed: int, C: int, every: int) -> int:
     stream then waits for it on the device, :meth:`Recorder.ensure_slots`), and the filling
     chunk's own copy is queued before chunk c + RING could overwrite it."""
     return (flushed + RING) * C * every - 1
+
+
+def chunk_room(done: int, chunks) -> int | None:
+    """The last step a launch starting after ``done`` steps may reach for streams ``chunks``
+    ((rows, rows per chunk, every) each), their chunks queued out as they complete (None:
+    no stream). Pure arithmetic: the launch schedule asks it at any scale."""
+    return min((slot_room(chunks_complete(done, rows, C, every), C, every) for rows, C, every in chunks),
+               default=None)
 
 
 def rows_per_chunk(worlds: int, width: int, rows: int, chunk_bytes: int = CHUNK_BYTES, min_rows: int = 1) -> int:
@@ -97,7 +105,7 @@ class Tracker:
 
     ``targets(out, first, every)`` writes the targets at steps ``first``, ``first + every``,
     ... into ``out`` [W, C, D] (C rows: one chunk), bit for bit what the replay's targets op
-    wrote at those counter values (:class:`flycuda.replay.device_loop.TargetRows`: one
+    wrote at those counter values (:class:`flycuda.replay.stages.TargetRows`: one
     launch per chunk)."""
 
     def __init__(self, targets, worlds: int, dofs: int, rows_chunk: int, every: int, settle_row: int,
@@ -206,6 +214,12 @@ class Recorder:
         """The most steps that may have run before the next :meth:`flush_ready`
         (:func:`slot_room`)."""
         return min((slot_room(st.flushed, st.C, st.obs.every) for st in self.streams), default=self.steps)
+
+    def room(self, done: int) -> int:
+        """The last step a launch starting after ``done`` steps may reach (:func:`chunk_room`
+        of these streams, each chunk queued out once complete: :meth:`flush_ready`)."""
+        room = chunk_room(done, [(st.rows, st.C, st.obs.every) for st in self.streams])
+        return self.steps if room is None else room
 
     def capturing(self) -> bool:
         """Is the current stream on this recorder's device being captured into a CUDA graph?"""

@@ -1,9 +1,9 @@
 """The main job: replay recorded fly motion in N worlds, recording and rendering as it goes.
 
 * :mod:`.settings`: :class:`ReplaySettings`, the checks of what was asked, each world's start frame;
-* :mod:`.entry`: :func:`replay`: the worlds resolved (:mod:`flycuda.worlds`), the loop set up,
-  the store opened, run and closed;
-* :mod:`.device_loop`: ``ReplayLoop`` (initial state, warm-up, graph capture, the timed loop);
+* :mod:`.entry`: :func:`replay`: the worlds resolved (:mod:`flycuda.worlds`), the stages built
+  and run by :func:`flycuda.sim.stepper.run_stages`;
+* :mod:`.stages`: the targets into the controls, the recording and its store, the frames;
 * :mod:`.job`: :func:`run_job`, a replay with its outputs as ``flycuda replay`` runs it (one
   process or a torchrun rank's share);
 * :mod:`.results`: :class:`ReplayResult` and its report;

@@ -12,30 +12,30 @@ One simulation step is ``[motion_to_ctrl(advance=1), mjw.step, record_chunk...]`
   of device chunks (:mod:`flycuda.recording.recorder`), which stream out to a zarr store
   while the next steps run; the tracking error is accumulated on the device.
 
-On CUDA the step (or K steps) is captured once into a CUDA graph on the stream
-torch and Warp share and replayed; on the CPU it runs eagerly on Warp's CPU
-device. The first step (Warp's JIT/module load) is timed apart, and a few eager
-steps with synchronization measure the split physics / flycuda ops / render.
+The replay is four stages of :func:`flycuda.sim.stepper.run_stages`: the targets
+(:class:`flycuda.replay.stages.Targets`), the eyes (``vision``:
+:class:`flycuda.vision.stage.VisionStage`), the recording and its store
+(:class:`flycuda.replay.stages.Recording`) and the frames
+(:class:`flycuda.replay.stages.Renders`). On CUDA the step (or K steps) is captured once
+into a CUDA graph on the stream torch and Warp share and replayed; on the CPU it runs
+eagerly on Warp's CPU device. The first step (Warp's JIT/module load) is timed apart,
+and a few eager steps with synchronization measure the split physics / flycuda ops / render.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import torch
 
-from .. import profile as profiling
-from ..recording.observables import resolve as resolve_observables
-from ..recording.sink import open_sink
-from ..sim import streams
 from ..sim.mjwarp import Sim
 from ..sim.motion import motion_window
+from ..sim.stepper import SPLIT_STEPS, LoopOptions, run_stages
 from ..vision.stage import VisionStage
 from ..worlds import resolve
-from .device_loop import Renders, ReplayLoop, capture, progress_bar, timed_loop, warm_up_and_split
-from .results import SPLIT_STEPS, TRACKING_SKIP_SECONDS, ReplayResult, make_result, rmse_from_sums, tracking_rmse
+from .results import TRACKING_SKIP_SECONDS, ReplayResult, make_result, tracking_rmse
 from .settings import ReplayError, ReplaySettings
+from .stages import Recording, Renders, Targets
 
 __all__ = ["replay", "ReplaySettings", "ReplayResult", "ReplayError", "tracking_rmse", "TRACKING_SKIP_SECONDS",
            "SPLIT_STEPS"]
@@ -73,67 +73,15 @@ def replay(settings: ReplaySettings | None = None, *, sim: Sim | None = None, re
     ws = resolve(s.model, s.worlds, device=s.device, motion=s.motion, sim=sim, act_ids=act_ids,
                  vision=checked.vision is not None, interp=s.interp, warmup=s.warmup, nconmax=s.nconmax, njmax=s.njmax,
                  check=check_window)
-    sim, motion, target = ws.sim, ws.motion, checked.target
     (duration, offs), = window
-    run = ReplayLoop.setup(sim, motion, offs, duration, s.mode, ws.interp, ws.act_ids)
-    observables = resolve_observables(sim, checked.specs, dof_names=motion.dof_names, adrs=run.adrs,
-                                      default_every=s.record_every)
-    if checked.vision is not None:
-        run.vision = VisionStage(sim, checked.vision, run.step, retina)
-        if s.graph and run.on_cuda and run.vision.every % s.steps_per_graph:
-            raise ReplayError(f"vision every {run.vision.every} steps ({run.vision.spec}) is not a multiple of "
-                              f"steps_per_graph={s.steps_per_graph}: a graph launch would run across a sample; "
-                              f"choose a rate of k x {s.steps_per_graph} steps or fewer steps per graph")
-        observables.append(run.vision.observable())
-    run.attach_recorder(observables, target is not None, s.chunk_bytes, s.steps_per_graph,
-                        target.plan_worlds if target is not None else None)
-    sink = None
-    if target is not None:
-        facts = dict(timestep=sim.timestep, worlds=target.worlds_total or sim.nworld, steps=run.steps, mode=s.mode,
-                     interp=ws.interp, fps=motion.fps, settle_seconds=TRACKING_SKIP_SECONDS, length_unit=ws.unit,
-                     **({"model": ws.model} if ws.model is not None else {}))
-        sink = open_sink(target, run.recorder, facts, sim.nworld, run.dev)
-    try:
-        loop = _run_loop(run, renderer, frame_writer, s.render_every, s.progress, s.profile, s.graph,
-                         s.steps_per_graph, s.keep_state, ws.warmup, t_start)
-        run.recorder.finish()
-        overflow = sim.overflowed()  # one read of the device: the store's facts and the result
-        if sink is not None:
-            tracker = run.recorder.tracker
-            sink.close(ok=True, rmse_per_dof=rmse_from_sums(tracker.sq.cpu(), tracker.count).tolist(),
-                       mjw_overflow={str((target.world_offset or 0) + w): why for w, why in overflow.items()})
-    except BaseException as e:
-        run.recorder.abort()
-        if sink is not None:
-            sink.close(ok=False, why=f"{type(e).__name__}: {e}")
-        raise
-    return make_result(run, *loop, sink=sink, overflow=overflow)
-
-
-def _run_loop(run, renderer, frame_writer, render_every, progress, profile, graph, steps_per_graph, keep_state,
-              warmup, t_start):
-    """Initial state, warm-up and split steps, capture, the timed loop; returns what
-    make_result needs about them."""
-    sim = run.sim
-    with streams.shared_stream(run.dev):  # torch's ops and Warp's steps in one stream order
-        run.initial_state(keep_state, int(round(warmup / sim.timestep)))
-    renders = Renders(run, renderer, frame_writer, render_every)
-    renders.first()
-    bar = progress_bar(progress, run.steps, sim.nworld)
-    prof_ctx = profiling.Profiler(profile, cuda=run.on_cuda) if profile else contextlib.nullcontext(None)
-    # launches of K steps: captured graphs on CUDA (unless graph=False), K plain steps on the CPU
-    launches = graph or not run.on_cuda
-    schedule = run.schedule(renders, steps_per_graph if launches else None)
-    with prof_ctx as prof, streams.shared_stream(run.dev):
-        jit_seconds, split, split_wall = warm_up_and_split(run, renders, t_start, schedule)
-        if bar:
-            bar.update(run.done)
-        cuda_graph = capture(run, graph and run.on_cuda, steps_per_graph)
-        if run.on_cuda and cuda_graph is None:
-            schedule = run.schedule(renders, None)
-        loop_wall = timed_loop(run, renders, cuda_graph, schedule, prof, bar)
-        renders.last()
-    if bar:
-        bar.close()
-    return (renders, cuda_graph, steps_per_graph, split, split_wall + loop_wall, jit_seconds,
-            prof.summary() if prof is not None else "")
+    steps = max(1, int(round(duration / ws.sim.timestep)))
+    targets = Targets(ws.motion, offs, s.mode, ws.interp, ws.act_ids)
+    facts = dict(mode=s.mode, interp=ws.interp, fps=ws.motion.fps, length_unit=ws.unit,
+                 **({"model": ws.model} if ws.model is not None else {}))
+    recording = Recording(targets, checked.specs, checked.target, s.record_every, s.chunk_bytes, facts)
+    renders = Renders(renderer, frame_writer, s.render_every)
+    eyes = [VisionStage(checked.vision, retina)] if checked.vision is not None else []
+    options = LoopOptions(steps, s.steps_per_graph, s.graph, int(round(ws.warmup / ws.sim.timestep)), s.keep_state,
+                          s.progress, s.profile, t_start, desc=f"replay {ws.sim.nworld} worlds")
+    stats = run_stages(ws.sim, [targets, *eyes, recording, renders], options)
+    return make_result(stats, targets, recording, renders, eyes[0] if eyes else None)

@@ -13,7 +13,6 @@ import torch
 from ..errors import RecordingError
 
 TRACKING_SKIP_SECONDS = 0.01  # the tracking error leaves out the first 10 ms (the servos settle)
-SPLIT_STEPS = 10       # eager steps timed stage by stage
 
 
 @dataclass
@@ -180,35 +179,31 @@ def peak_memory(dev: torch.device) -> str:
     return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB max RSS (CPU)"
 
 
-def make_result(run, renders, cuda_graph, steps_per_graph: int, split: dict, wall: float, jit_seconds: float,
-                profile_summary: str, sink=None, overflow: dict | None = None) -> ReplayResult:
-    """The ReplayResult of a finished run (:class:`flycuda.replay.device_loop.ReplayLoop`); ``sink``:
-    its store (:class:`flycuda.recording.sink.Sink`), if any; ``overflow``:
-    :meth:`flycuda.sim.Sim.overflowed` of its end."""
-    if int(run.step[0]) != run.steps:  # the device counter must agree with the host's count
-        raise RuntimeError(f"flycuda replay: device step counter {int(run.step[0])} != {run.steps} steps run")
-    split = dict(split, render=renders.seconds)
-    eyes = run.vision
+def make_result(stats, targets, recording, renders, eyes=None) -> ReplayResult:
+    """The ReplayResult of a finished run: what the loop measured (a
+    :class:`flycuda.sim.stepper.LoopStats`) and its stages (:mod:`flycuda.replay.stages`;
+    ``eyes``: the :class:`flycuda.vision.stage.VisionStage`, if any)."""
+    split = dict(stats.split, render=renders.seconds)
     if eyes is not None:
         split["vision"] = eyes.seconds
-    sim, rec = run.sim, run.recorder
+    sim, rec, sink = targets.sim, recording.recorder, recording.sink
     tracker = rec.tracker
     sq = tracker.sq.cpu()
     sel = getattr(renders.renderer, "worlds", None)
     writer = sink.writer if sink is not None else None
+    steps = rec.steps
     return ReplayResult(
-        worlds=sim.nworld, steps=run.steps, timestep=sim.timestep, device=str(run.dev),
-        graph=cuda_graph is not None, steps_per_graph=steps_per_graph if run.launched else 1,
-        record_every=tracker.every, dof_names=run.motion.dof_names,
-        sim_seconds=run.steps * sim.timestep, wall_seconds=wall, jit_seconds=jit_seconds, split_seconds=split,
-        peak_memory=peak_memory(run.dev), rmse_per_dof=rmse_from_sums(sq, tracker.count),
-        profile_summary=profile_summary, render_frames=renders.frames,
-        render_tiles=int(sel.numel()) if isinstance(sel, torch.Tensor) else sim.nworld, interp=run.interp,
+        worlds=sim.nworld, steps=steps, timestep=sim.timestep, device=str(sim.device),
+        graph=stats.graph, steps_per_graph=stats.per_launch if stats.launched else 1,
+        record_every=tracker.every, dof_names=targets.motion.dof_names,
+        sim_seconds=steps * sim.timestep, wall_seconds=stats.wall_seconds, jit_seconds=stats.jit_seconds,
+        split_seconds=split, peak_memory=peak_memory(sim.device), rmse_per_dof=rmse_from_sums(sq, tracker.count),
+        profile_summary=stats.profile_summary, render_frames=renders.frames,
+        render_tiles=int(sel.numel()) if isinstance(sel, torch.Tensor) else sim.nworld, interp=targets.interp,
         recording=sink.recording() if sink is not None else None, track_sq=sq,
         track_count=tracker.count, store_bytes=writer.bytes_written if writer else 0,
         store_seconds=writer.seconds if writer else 0.0, recorder_device_bytes=rec.device_bytes(),
         rows_written=dict(writer.rows) if writer else {}, vision=str(eyes.spec) if eyes else "",
         vision_samples=eyes.samples if eyes else 0, vision_rays=eyes.vision.rays_per_readout if eyes else 0,
-        vision_device_bytes=eyes.device_bytes() if eyes else 0, steps_in_launches=run.launched,
-        overflow=dict(overflow or {}),
-        eager_steps=run.eager, split_steps=run.split_steps)
+        vision_device_bytes=eyes.device_bytes() if eyes else 0, steps_in_launches=stats.launched,
+        overflow=dict(stats.overflow), eager_steps=stats.eager, split_steps=stats.split_steps)

@@ -114,10 +114,13 @@ class ReplaySettings:
         first bad setting (ReplayError); None means the model's default (resolved by
         :func:`flycuda.worlds.resolve`). Returns what the checks parsed."""
         check_settings(self.worlds, self.steps_per_graph, self.record_every, self.render_every, renderer, self.mode,
-                       self.interp or "linear", 0.0 if self.warmup is None else self.warmup, self.duration,
-                       self.snippet, self.offsets)
-        return Checked(observe_specs(self.observe), parse_vision(self.vision) if self.vision is not None else None,
-                       target_of(self.record, self.overwrite))
+                       self.interp or "linear", 0.0 if self.warmup is None else self.warmup, snippet=self.snippet,
+                       offsets=self.offsets)
+        checked = Checked(observe_specs(self.observe), parse_vision(self.vision) if self.vision is not None else None,
+                          target_of(self.record, self.overwrite))
+        if self.duration is not None:
+            check_duration(None, self.duration, None)
+        return checked
 
 
 @dataclass(frozen=True)
@@ -140,13 +143,12 @@ def observe_specs(observe) -> list:
     return sorted(specs, key=lambda s: s.kind != "angles")
 
 
-def check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup,
-                   duration=None, snippet=None, offsets=None) -> None:
-    """One line naming the first bad setting (ReplayError)."""
+def check_settings(worlds, steps_per_graph, record_every, render_every, renderer, mode, interp, warmup, *,
+                   snippet=None, offsets=None) -> None:
+    """One line naming the first bad setting (ReplayError) of those checked alone (the
+    duration, observables, vision and store are checked by :meth:`ReplaySettings.check`)."""
     if worlds is not None and (isinstance(worlds, bool) or not isinstance(worlds, int) or worlds <= 0):
         raise ReplayError(f"worlds must be a positive integer, got {worlds!r}")
-    if duration is not None:
-        check_duration(None, duration, None)
     if snippet is not None and offsets is not None:
         raise ReplayError("give snippet or offsets, not both")
     for name, v in (("steps_per_graph", steps_per_graph), ("record_every", record_every)):

@@ -5,6 +5,8 @@
 * :mod:`.hexapod`: the built-in fly-like hexapod (no FlyGym needed);
 * :mod:`.motion`: :class:`Motion` recordings, the tripod gait, world start frames;
 * :mod:`.streams`: torch and Warp on one CUDA stream, graph capture;
+* :mod:`.stepper`: the step loop: stages around the physics, launches of K steps (CUDA graphs),
+  host work between them;
 * :mod:`.bodies`: a task's objects added to a model's spec before it is compiled.
 
 FlyGym's NeuroMechFly lives one floor up (:mod:`flycuda.flygym`), and the models by name
@@ -17,6 +19,8 @@ from ..errors import BridgeError, CaptureAllocationError, CaptureError, FlyGymEr
 from .hexapod import fly_model
 from .mjwarp import Sim
 from .motion import Motion, load_motion, save_motion, tripod_gait
+from .stepper import LoopOptions, LoopStats, Stage, run_stages
 
-__all__ = ["Sim", "Motion", "load_motion", "save_motion", "tripod_gait", "fly_model", "BridgeError", "FlyGymError", "MotionError", "CaptureError",
+__all__ = ["Sim", "Motion", "load_motion", "save_motion", "tripod_gait", "fly_model", "Stage", "run_stages",
+           "LoopOptions", "LoopStats", "BridgeError", "FlyGymError", "MotionError", "CaptureError",
            "CaptureAllocationError"]

@@ -27,27 +27,45 @@ import time
 
 import torch
 
+from ..errors import ReplayError
 from ..recording.observables import Observable
 from ..sim import streams
+from ..sim.stepper import Stage, due_room
 from .eyes import Vision, readout_names
 from .spec import DEFAULT_HZ, VisionSpec, parse_vision
 
 __all__ = ["VisionSpec", "VisionStage", "parse_vision", "DEFAULT_HZ"]  # the grammar: flycuda.vision.spec
 
-class VisionStage:
-    """The eyes of every world of ``sim`` sampled every ``spec.steps`` steps into the
-    replay's recording (see the module's text). ``step``: the replay's device counter."""
+class VisionStage(Stage):
+    """The eyes of every world sampled every ``spec.steps`` steps into the replay's
+    recording (see the module's text): a stage of :func:`flycuda.sim.stepper.run_stages`,
+    its eyes built at the loop's set-up. ``retina``: the :class:`flycuda.vision.RetinaMap`
+    (default FlyGym's)."""
 
-    def __init__(self, sim, spec, step: torch.Tensor, retina=None):
+    def __init__(self, spec, retina=None):
         self.spec = parse_vision(spec)
-        self.sim, self.step = sim, step
-        self.vision = Vision(sim, mode=self.spec.mode, k=self.spec.k, retina=retina)
-        self.every = self.spec.steps(sim.timestep)
+        self.retina = retina
+        self.sim = self.step = self.vision = self.recorder = None
+        self.every = 0
         self.samples = 0
-        self.recorder = None
         self._graph = None
         self._seconds = 0.0
         self._events: collections.deque = collections.deque()  # CUDA: (start, end) of samples not yet summed
+
+    def setup(self, loop) -> None:
+        """The eyes of ``loop.sim``'s worlds; with graphs of K steps, the rate must be a
+        multiple of K steps (no launch runs across a sample)."""
+        self.sim, self.step = loop.sim, loop.step
+        self.every = self.spec.steps(loop.sim.timestep)
+        K = loop.options.per_launch
+        if loop.graphs and self.every % K:
+            raise ReplayError(f"vision every {self.every} steps ({self.spec}) is not a multiple of "
+                              f"steps_per_graph={K}: a graph launch would run across a sample; "
+                              f"choose a rate of k x {K} steps or fewer steps per graph")
+        self.vision = Vision(loop.sim, mode=self.spec.mode, k=self.spec.k, retina=self.retina)
+
+    def observables(self, loop) -> list:
+        return [self.observable()]
 
     def observable(self) -> Observable:
         """The readouts as an observable ``vision``: [W, 2 * O * 2] float32, recorded
@@ -57,6 +75,16 @@ class VisionStage:
     def attach(self, recorder) -> None:
         """The replay's recorder, which holds the ``vision`` ring."""
         self.recorder = recorder
+
+    def room(self, loop, done: int) -> int:
+        return due_room(self.every, loop.steps, done)
+
+    def after(self, loop, done: int) -> None:
+        """The sample of step ``done`` when one is due; at the initial state kept as given
+        (no warm-up), the eyes' poses from that state, not stale ones."""
+        if done == 0 and loop.options.keep_state and not loop.options.warmup_steps:
+            self.sim.kinematics()
+        self.sample(done)
 
     def next_due(self, done: int) -> int:
         """The next step after ``done`` at which a sample is due."""
@@ -99,7 +127,7 @@ class VisionStage:
             end.synchronize()
             self._seconds += start.elapsed_time(end) / 1e3
 
-    def capture(self) -> None:
+    def capture(self, loop=None) -> None:
         """Captures a sample (render, pool, record_chunk) into a CUDA graph that later
         samples launch; call after the first sample, on the replay's shared stream."""
         self.vision.renderer.prepare_capture()

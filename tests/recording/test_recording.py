@@ -241,7 +241,7 @@ def test_device_and_host_memory_do_not_grow_with_duration():
 
 @pytest.mark.parametrize("K,every", [(1, 1), (3, 1), (3, 2), (7, 3), (16, 5), (4, 4)])
 def test_launches_never_reach_a_slot_still_being_copied(K, every):
-    """The host loop's rule (flycuda.replay.device_loop.timed_loop): a K-step launch only when it ends by
+    """The host loop's rule (flycuda.sim.stepper.Loop.timed_loop): a K-step launch only when it ends by
     safe_until(), else one step; ensure_slots before and flush_ready after each. A launch may
     write into the chunk after the filling one (its slot's previous chunk was queued out, and
     ensure_slots makes the simulation stream wait for that copy), never into the one after
@@ -424,15 +424,17 @@ def test_a_chunks_targets_in_one_launch_are_the_op_at_each_step(interp, mode, fp
     the op called row by row at each sample's counter; a per-world motion buffer goes row
     by row."""
     from flycuda import ops
-    from flycuda.replay.device_loop import ReplayLoop, TargetRows
+    from flycuda.replay.stages import TargetRows, Targets
     from flycuda.sim import Motion, tripod_gait
+    from flycuda.sim.stepper import Loop, LoopOptions
 
     sim = _sim(3)
     gen = torch.Generator().manual_seed(7)
     offs = torch.tensor([-2.5, 0.0, 1e3], dtype=torch.float64) + torch.rand(3, generator=gen, dtype=torch.float64)
     for motion in (tripod_gait(0.2), Motion(tripod_gait(0.2).angles.expand(3, -1, -1).contiguous(), 330.0,
                                              tripod_gait(0.2).dof_names)):
-        run = ReplayLoop.setup(sim, motion, offs, 0.01, mode, interp)
+        run = Targets(motion, offs, mode, interp)
+        run.setup(Loop(sim, [run], LoopOptions(steps=100)))
         run.fps_step = fps_step
         C, D = 11, len(motion.dof_names)
         got = torch.full((3, C, D), math.nan)

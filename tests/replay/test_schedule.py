@@ -1,4 +1,4 @@
-"""The replay's launch schedule (flycuda.replay.schedule): which steps run inside launches
+"""The step loop's launch schedule (flycuda.sim.stepper.Schedule): which steps run inside launches
 of K steps and which run eagerly. The model runs the loop's own rule at any scale (no
 physics); a real replay runs the same schedule, and the recorder's slot check
 (Recorder.ensure_slots) would raise if the schedule let a launch overwrite a chunk not
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from flycuda.recording.recorder import CHUNK_BYTES, chunks_complete, rows_per_chunk, slot_room
-from flycuda.replay.schedule import Schedule
+from flycuda.recording.recorder import CHUNK_BYTES, chunk_room, chunks_complete, rows_per_chunk, slot_room
+from flycuda.sim.stepper import Schedule, due_room
 
 SPLIT = 11  # the first step + SPLIT_STEPS: the warm-up's eager steps end at the first multiple of K from here
 
@@ -20,7 +20,15 @@ def _schedule(worlds: int, K: int, C: int, due: int, steps: int, qpos_every: int
     working every ``due`` steps (frames, vision samples)."""
     q_rows = steps // qpos_every + 1
     chunks = ((steps + 1, max(C, K), 1), (q_rows, rows_per_chunk(worlds, 60, q_rows, CHUNK_BYTES, K), qpos_every))
-    return Schedule(steps, K, (due,), chunks)
+    return _of(steps, K, (due,), chunks)
+
+
+def _of(steps: int, K: int | None, dues: tuple, chunks: tuple) -> Schedule:
+    """The schedule of a loop whose stages work every ``dues`` steps and record ``chunks``
+    ((rows, rows per chunk, every) per stream), as the replay's stages give their rooms."""
+    def room(done: int) -> int:
+        return min([due_room(e, steps, done) for e in dues] + [chunk_room(done, chunks) or steps])
+    return Schedule(steps, K, room)
 
 
 @pytest.mark.parametrize("worlds", [2, 1000, 8192])
@@ -41,13 +49,13 @@ def test_eager_steps_only_in_the_warm_up_and_the_last_partial_launch(worlds, K, 
 def test_a_due_off_the_launch_grid_costs_eager_steps():
     """Frames every 15 steps with K = 10: launches cannot cross a frame, so steps between
     run eagerly (the CLI's and replay()'s rates are multiples of K to avoid this)."""
-    sched = Schedule(300, 10, (15,), ((301, 100, 1),))
+    sched = _of(300, 10, (15,), ((301, 100, 1),))
     launched, eager = sched.counts(sched.warmup_end(SPLIT))
     assert eager > 0 and launched % 10 == 0
 
 
 def test_without_launches_every_step_is_eager():
-    sched = Schedule(100, None, (), ((101, 20, 1),))
+    sched = _of(100, None, (), ((101, 20, 1),))
     assert sched.warmup_end(SPLIT) == SPLIT and sched.counts(SPLIT) == (0, 100 - SPLIT)
 
 
