@@ -84,6 +84,13 @@ FLYCUDA_LIBRARY(m) {
       "reset_worlds(Tensor done, Tensor init_qpos, Tensor init_qvel, Tensor init_frames, "
       "Tensor qpos_noise, Tensor qvel_noise, int seed, Tensor(a!) qpos, Tensor(b!) qvel, "
       "Tensor(c!) world_steps, Tensor(d!) episodes, Tensor(e!) offsets) -> ()");
+  // FlyGym's walking controllers (flygym_demo.complex_terrain), one world per thread
+  // (csrc/kernels/hybrid_step.cuh): the drives, the sensory inputs and params (float64,
+  // flycuda.ops.hybrid_params) advance state [W, 5, 6] and persistence [W, 6] by one step and
+  // write the 42 joint angles and 6 adhesions into ctrl[w, act_ids[j]].
+  m.def(
+      "hybrid_step(Tensor drive, Tensor thorax_z, Tensor tarsus5_z, Tensor stumbling_forces, Tensor heading, "
+      "Tensor params, Tensor(a!) state, Tensor(b!) persistence, Tensor act_ids, Tensor(c!) ctrl) -> ()");
   // Ray-cast every selected world's cameras into RGB tiles (or a mosaic), planar
   // depth and geom-id segmentation: scene = flycuda.ops.scene_layout.Scene.FIELDS in order,
   // pixels = pixel ids to cast (empty: all); see csrc/kernels/render_tiles.cuh.

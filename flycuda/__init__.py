@@ -46,8 +46,8 @@ __all__ = ["motion_to_ctrl", "spline_to_ctrl", "spline_coeffs", "advance_step", 
 # name -> the module that defines it, imported on first access
 _LAZY = {"Sim": "flycuda.sim", "Motion": "flycuda.sim", "Recording": "flycuda.recording",
          "TileRenderer": "flycuda.render", "Vision": "flycuda.vision", "RetinaMap": "flycuda.vision"}
-_SUBPACKAGES = ("ops", "reference", "sim", "recording", "render", "vision", "replay", "env", "cli", "flygym", "errors",
-                "dev", "profile")
+_SUBPACKAGES = ("ops", "reference", "sim", "recording", "render", "vision", "replay", "env", "cli", "flygym", "control",
+                "errors", "dev", "profile")
 
 
 def __getattr__(name: str):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 
 __all__ = ["FlycudaError", "BridgeError", "FlyGymError", "MotionError", "SplineError", "ObservableError",
-           "StoreError", "RecordingError", "RenderError", "SceneError", "VisionError", "ReplayError",
+           "StoreError", "RecordingError", "RenderError", "SceneError", "VisionError", "ReplayError", "ControlError",
            "RankError", "CaptureError", "CaptureAllocationError", "EnvError", "MissingDependencyError"]
 
 
@@ -90,6 +90,13 @@ class RankError(ReplayError):
     def __init__(self, message: str, rank: int):
         super().__init__(message)
         self.rank = rank
+
+
+# --- control --------------------------------------------------------------------------
+
+class ControlError(FlycudaError):
+    """Bad input to a walking controller (drives or sensory inputs of the wrong shape, dtype
+    or device; an unknown controller)."""
 
 
 # --- env ------------------------------------------------------------------------------

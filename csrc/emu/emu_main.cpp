@@ -13,6 +13,7 @@
 // (e.g. a divergent __syncthreads) aborts with its message.
 #include "kernels/advance_step.cuh"
 #include "kernels/episode.cuh"
+#include "kernels/hybrid_step.cuh"
 #include "kernels/motion_to_ctrl.cuh"
 #include "kernels/pool_ommatidia.cuh"
 #include "kernels/record.cuh"
@@ -337,6 +338,28 @@ void save_launch_log(Case& c) {
 }
 
 // A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
+// As csrc/cuda/hybrid_step.cu: the sensory inputs in one floating type (drive's), act_ids
+// int32 or int64, ctrl strided (its base buffer, ctrl_offset, ctrl_s0/ctrl_s1); outputs the
+// state, the persistence counters and ctrl.
+void run_hybrid_step(Case& c) {
+  k::HybridPlan p;
+  p.W = c.i64("W"), p.nu = c.i64("nu"), p.ctrl_s0 = c.i64("ctrl_s0"), p.ctrl_s1 = c.i64("ctrl_s1");
+  float* ctrl = c.arr("ctrl").data<float>() + c.i64("ctrl_offset");
+  const auto go = [&](auto* sense_tag) {
+    using sense_t = std::remove_pointer_t<decltype(sense_tag)>;
+    with_index_type(c.arr("act_ids"), [&](auto* tag) {
+      using index_t = std::remove_pointer_t<decltype(tag)>;
+      k::launch_hybrid_step(kLaunch, c.ptr<sense_t>("drive"), c.ptr<sense_t>("thorax_z"), c.ptr<sense_t>("tarsus5_z"),
+                            c.ptr<sense_t>("stumbling_forces"), c.ptr<sense_t>("heading"), c.ptr<double>("params"),
+                            c.ptr<double>("state"), c.ptr<int64_t>("persistence"), c.arr("act_ids").data<index_t>(),
+                            ctrl, p);
+    });
+  };
+  if (c.arr("drive").descr == "<f8") go(static_cast<double*>(nullptr));
+  else go(static_cast<float*>(nullptr));
+  for (const char* name : {"state", "persistence", "ctrl"}) c.save(name);
+}
+
 // after FLYCUDA_EMU_TIMEOUT seconds (default 300) the program says so and exits.
 void on_alarm(int) {
   const char msg[] = "flycuda emu: watchdog: still running after FLYCUDA_EMU_TIMEOUT seconds (a kernel hangs?)\n";
@@ -358,6 +381,7 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"gather_columns", run_gather_columns},
       {"episode_step", run_episode_step},
       {"reset_worlds", run_reset_worlds},
+      {"hybrid_step", run_hybrid_step},
       {"render_tiles", run_render_tiles},
   };
   return table;

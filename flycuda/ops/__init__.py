@@ -8,7 +8,8 @@ sequence of them can be captured once and replayed every simulation step.
 Shapes: W worlds, T recorded frames, D driven DOFs, nu controls, nq positions,
 R recorded samples. One module per kernel family (csrc/<family>.cpp):
 :mod:`.step` (the counter), :mod:`.targets`, :mod:`.record`, :mod:`.render`,
-:mod:`.pool`, :mod:`.episode` (a batched environment's step); :mod:`.launch_plan` mirrors the C++ launch constants and
+:mod:`.pool`, :mod:`.episode` (a batched environment's step), :mod:`.walking` (FlyGym's
+walking controllers); :mod:`.launch_plan` mirrors the C++ launch constants and
 :mod:`.spline` computes the cubic pieces :func:`spline_to_ctrl` reads.
 """
 
@@ -20,7 +21,9 @@ from .render import render_tiles, render_tiles_args
 from .spline import SplineError, spline_coeffs
 from .step import advance_step, new_step_counter
 from .targets import MODES, motion_to_ctrl, spline_to_ctrl
+from .walking import hybrid_params, hybrid_step
 
 __all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "new_step_counter", "record_qpos", "record_chunk",
            "render_tiles", "render_tiles_args", "pool_ommatidia", "spline_coeffs", "SplineError", "MODES",
-           "motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds", "action_map"]
+           "motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds", "action_map",
+           "hybrid_step", "hybrid_params"]

@@ -31,6 +31,17 @@ RENDER_THREADS = 128           # kRenderThreads: pixels per block (= timer row)
 RENDER_TILE_W, RENDER_TILE_H = 16, 8  # kTileW, kTileH: one block's pixels (4 warps of 8 x 4)
 REFIT_THREADS = 32             # kRefitThreads: one block per selected world
 
+# csrc/kernels/hybrid_step.cuh (FlyGym's walking controllers)
+HYBRID_THREADS = 128           # kHybridThreads: worlds per block
+HYBRID_COLUMNS = 48            # kHybridColumns: act_ids = the 42 angles' ctrl columns, then the 6 adhesions'
+HYBRID_STATE_ROWS = 5          # kStateRows: state [W, 5, 6] = phases, magnitudes, retraction, stumbling, net
+# The params tensor (float64), in order: (name, length) -> offsets kPar<Name> (tests/csrc/test_launch_plan.py)
+HYBRID_PARAMS = (("knots", 45), ("coeffs", 6 * 4 * 44 * 7), ("neutral", 42), ("adhesion_end", 6),
+                 ("gain_points", 30), ("gain_values", 5), ("vectors", 42), ("freqs", 6), ("amps", 6),
+                 ("convergence", 6), ("weights", 36), ("biases", 36), ("scalars", 13))
+HYBRID_SCALARS = ("timestep", "stumble_force", "retract_height", "retract_up", "retract_down", "stumble_up",
+                  "stumble_down", "max_correction", "persist_steps", "persist_from", "rules", "adhesion", "turning")
+
 INT32_MAX = 2 ** 31 - 1
 
 

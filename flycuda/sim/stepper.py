@@ -33,7 +33,6 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from tqdm.auto import tqdm
 
 from .. import profile as profiling
 from ..ops import new_step_counter
@@ -323,7 +322,7 @@ class Loop:
             st.setup(self)
         with streams.shared_stream(self.sim.device):  # torch's ops and Warp's steps in one stream order
             self.initial_state()
-        bar = tqdm(total=self.steps, unit="step", desc=opts.desc, leave=False) if opts.progress else None
+        bar = _progress_bar(self.steps, opts.desc) if opts.progress else None
         prof_ctx = profiling.Profiler(opts.profile, cuda=self.on_cuda) if opts.profile else contextlib.nullcontext()
         launches = opts.graph or not self.on_cuda  # captured graphs on CUDA (unless graph=False), plain steps on the CPU
         schedule = self.schedule(opts.per_launch if launches else None)
@@ -346,6 +345,12 @@ class Loop:
         self.stats.profile_summary = prof.summary() if prof is not None else ""
         if int(self.step[0]) != self.steps:  # the device counter must agree with the host's count
             raise RuntimeError(f"flycuda: device step counter {int(self.step[0])} != {self.steps} steps run")
+
+
+def _progress_bar(steps: int, desc: str):
+    from tqdm.auto import tqdm  # noqa: PLC0415  (only a run with a bar needs it: import flycuda.sim stays light)
+
+    return tqdm(total=steps, unit="step", desc=desc, leave=False)
 
 
 def sync(sim) -> None:

@@ -57,10 +57,21 @@ import itertools
 import os
 import subprocess
 
+import numpy as np
 import pytest
 import torch
 from helpers import emu
-from helpers.cases import EPISODE_OPS, M2C_SHAPES, clone_args, episode_args, make_m2c_case
+from helpers.cases import (
+    EPISODE_OPS,
+    M2C_SHAPES,
+    clone_args,
+    episode_args,
+    hybrid_controls,
+    hybrid_params,
+    hybrid_senses,
+    hybrid_state,
+    make_m2c_case,
+)
 from helpers.devices import poison_like, strided_view
 from helpers.images import assert_images_close, corrupt_scenes
 from helpers.worlds import fly_sim, prims_sim
@@ -911,6 +922,87 @@ def test_episode_op(episode_op, sanitizer):
             assert got.tobytes() == w.reshape(-1).tobytes(), f"{name} differs from the CPU op: {p}"
 
 
+def _hybrid_args(mode: str, W: int, dtype, index_dtype, kind: str, steps: int) -> dict:
+    """hybrid_step's arguments after ``steps`` steps of the CPU op (the rules' state rich: corrections
+    growing and decaying, counters running)."""
+    rng = np.random.default_rng(W + steps)
+    state, cnt = hybrid_state(W, W)
+    ids, ctrl = hybrid_controls(W, kind, index_dtype, W)
+    par = hybrid_params(mode)
+    for step in range(steps):
+        flycuda.ops.hybrid_step(*hybrid_senses(rng, W, dtype, step), par, state, cnt, ids, ctrl)
+    names = ("drive", "thorax_z", "tarsus5_z", "stumbling_forces", "heading")
+    return dict(zip(names, hybrid_senses(rng, W, dtype, steps)), params=par, state=state, persistence=cnt,
+                act_ids=ids, ctrl=ctrl)
+
+
+def _hybrid_edges() -> dict:
+    """Phases that reach every branch of the spline and the gain (exactly 0, a multiple of 2 pi,
+    -1e-17: its remainder rounds to 2 pi, the closed end; negative; NaN) held still (no frequency,
+    no magnitude), with retraction corrections past the persistence threshold and counters about to
+    stop."""
+    a = _hybrid_args("turning", 7, torch.float64, torch.int64, "contiguous", 0)
+    t, c = flycuda.control.load_steps(), flycuda.control.tripod_params()
+    a["params"] = flycuda.ops.hybrid_params(t.knots, t.coeffs, t.neutral, t.swing_end, c.freqs * 0, c.amps, c.weights,
+                                            c.biases, c.convergence, timestep=1e-4, turning=False)
+    a["state"][:, 0] = torch.tensor([0.0, 2 * np.pi, -1e-17, -3.0, 4 * np.pi, 1e3])
+    a["state"][1, 0] = float("nan")  # a world of NaN phases (its own: NaN couples into every leg)
+    a["state"][:, 1] = 0.0
+    a["state"][:, 2] = 25.0
+    a["persistence"][:, ::2] = 20
+    return a
+
+
+def _hybrid_case(a: dict) -> emu.Case:
+    W, nu = a["ctrl"].shape
+    case = emu.Case("hybrid_step", W=W, nu=nu).strided("ctrl", a["ctrl"], "ctrl")
+    for name in ("drive", "thorax_z", "tarsus5_z", "stumbling_forces", "heading", "params", "state", "persistence",
+                 "act_ids"):
+        case.array(name, a[name])
+    return case
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_hybrid_step(sanitizer):
+    """FlyGym's walking controllers on the emulated grid: bit for bit the CPU op (the same
+    per-world function, glibc's sin in both) for the three controllers, both sensory dtypes and
+    index dtypes, strided controls, partial blocks (37, 300 worlds), the spline's and the gain's
+    edge phases, NaN, and corrupted ids (skipped, never written out of bounds)."""
+    args = [_hybrid_args(mode, W, dtype, idx, kind, steps)
+            for mode, W, dtype, idx, kind, steps in (
+                ("turning", 37, torch.float32, torch.int32, "strided", 40), ("hybrid", 300, torch.float64,
+                                                                             torch.int64, "transposed", 25),
+                ("cpg", 5, torch.float64, torch.int32, "contiguous", 3), ("turning", 1, torch.float64, torch.int64,
+                                                                          "contiguous", 260))]
+    args.append(_hybrid_edges())
+    corrupt = _hybrid_args("turning", 4, torch.float64, torch.int64, "contiguous", 5)
+    nu = corrupt["ctrl"].shape[1]
+    bad = corrupt["act_ids"].clone()
+    bad[[3, 44]] = torch.tensor([-1, nu + 5])
+    cases = [_hybrid_case(clone_args(a)) for a in args]
+    cases.append(_hybrid_case(dict(clone_args(corrupt), act_ids=bad)))
+    expected = []
+    for a in args:
+        cpu = clone_args(a)
+        flycuda.ops.hybrid_step(**cpu)
+        expected.append(cpu)
+    wide = clone_args(corrupt)  # the corrupted ids' columns moved past nu: the valid ones as the CPU op writes them
+    wide["ctrl"] = torch.cat([wide["ctrl"], torch.full((4, 2), float("nan"))], dim=1)
+    wide["act_ids"] = bad.clone()
+    wide["act_ids"][[3, 44]] = torch.tensor([nu, nu + 1])
+    flycuda.ops.hybrid_step(**wide)
+    wide["ctrl"] = wide["ctrl"][:, :nu].contiguous()
+    expected.append(wide)
+    emu.run(cases, sanitizer)
+    for i, (case, want) in enumerate(zip(cases, expected)):
+        for name in ("state", "persistence"):
+            assert case.out[name].numpy().tobytes() == want[name].numpy().tobytes(), (i, name)
+        base, offset, strides = emu.base_of(want["ctrl"])
+        got = torch.as_strided(case.out["ctrl"], want["ctrl"].shape, strides, offset)
+        assert got.numpy().tobytes() == want["ctrl"].contiguous().numpy().tobytes(), (i, "ctrl")
+    assert args[-1]["state"][:, 2].gt(0).all() and int(expected[-2]["persistence"].eq(0).sum())
+
+
 # Lines that no valid input reaches (kept as defensive code).
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
@@ -922,7 +1014,7 @@ def test_cases_execute_every_kernel_line():
     if not missed:
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
-                 "kernels/pool_ommatidia.cuh", "kernels/episode.cuh",
+                 "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh",
                  "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"

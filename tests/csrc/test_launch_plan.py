@@ -85,7 +85,7 @@ RENAMED = {("motion_to_ctrl", "frame_mode"): "mode", ("spline_to_ctrl", "frame_m
 
 
 @pytest.mark.parametrize("name", ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk",
-                                  "pool_ommatidia"])
+                                  "pool_ommatidia", "hybrid_step"])
 def test_schema_names_are_the_wrappers(name):
     schema = [RENAMED.get((name, a), a) for a in _schema_args(getattr(torch.ops.flycuda, name))]
     wrapper = list(inspect.signature(getattr(ops, name)).parameters)
@@ -99,6 +99,37 @@ def test_render_tiles_schema_names():
     wrapper = set(inspect.signature(ops.render_tiles).parameters) - {"scene"}
     assert wrapper <= schema, wrapper - schema
     assert "check" in schema and "check_indices" not in schema
+
+
+def _constants(path: str) -> dict:
+    """Every ``constexpr int``/``int64_t`` of a header, each expression evaluated in order
+    (they are sums and products of numbers and earlier constants)."""
+    with open(path) as f:
+        text = f.read()
+    values: dict = {}
+    for decl in re.findall(r"constexpr\s+(?:int|int64_t)\s+([^;]+);", text):
+        for part in decl.split(","):
+            name, expr = (x.strip() for x in part.split("=", 1))
+            values[name] = eval(expr, {"__builtins__": {}}, dict(values))  # noqa: S307  (the repository's own header)
+    return values
+
+
+def _camel(name: str) -> str:
+    return "".join(w.capitalize() for w in name.split("_"))
+
+
+def test_hybrid_step_layout_equals_the_header():
+    """The params tensor's parts (launch_plan.HYBRID_PARAMS, which flycuda.ops.hybrid_params
+    fills) start where kernels/hybrid_step.cuh reads them; the scalars too."""
+    c = _constants(os.path.join(KERNELS, "hybrid_step.cuh"))
+    start = 0
+    for name, n in launch_plan.HYBRID_PARAMS:
+        assert c[f"kPar{_camel(name)}"] == start, name
+        start += n
+    assert c["kParCount"] == start
+    assert [c[f"kSc{_camel(n)}"] for n in launch_plan.HYBRID_SCALARS] == list(range(c["kScCount"]))
+    assert (c["kHybridThreads"], c["kHybridColumns"], c["kStateRows"]) == \
+        (launch_plan.HYBRID_THREADS, launch_plan.HYBRID_COLUMNS, launch_plan.HYBRID_STATE_ROWS)
 
 
 @pytest.mark.parametrize("S,E,O", [(0, 2, 721), (1, 2, 721), (1000, 2, 721), (8192, 2, 721), (1, 1, 1)])

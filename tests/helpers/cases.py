@@ -1,8 +1,12 @@
 """Random inputs of the ops, shared by each op's tests and the emulator's: motion_to_ctrl's shapes and
-cases, the episode ops' arguments."""
+cases, the episode ops' arguments, hybrid_step's inputs."""
 
+import numpy as np
 import torch
 
+from flycuda import ops
+from flycuda.control import load_steps, tripod_params
+from flycuda.ops.launch_plan import HYBRID_COLUMNS
 from helpers.devices import poison_like, strided_view
 
 M2C_MODES = ["clamp", "loop"]
@@ -132,3 +136,54 @@ def args_to(args: dict, device) -> dict:
             return [one(x) for x in v]
         return v
     return {k: one(v) for k, v in args.items()}
+
+
+# --- hybrid_step (FlyGym's walking controllers): the op tests' and the emulator's inputs -------
+
+HYBRID_MODES = {"cpg": dict(rules=False, turning=False, swing_extension=0.0), "hybrid": dict(turning=False),
+         "turning": dict()}
+
+
+def hybrid_params(mode: str, device="cpu", dt: float = 1e-4) -> torch.Tensor:
+    t, c = load_steps(), tripod_params()
+    return ops.hybrid_params(t.knots, t.coeffs, t.neutral, t.swing_end, c.freqs, c.amps, c.weights, c.biases,
+                             c.convergence, timestep=dt, device=device, **HYBRID_MODES[mode])
+
+
+def hybrid_senses(rng: np.random.Generator, W: int, dtype, step: int):
+    """Drives (changing sign) and sensory inputs that fire the retraction (a leg hanging for
+    long stretches: persistence too) and stumbling rules."""
+    drive = rng.uniform(-1.2, 1.2, (W, 2))
+    thorax = 1.0 + 0.05 * rng.standard_normal(W)
+    tarsi = 0.3 + 0.02 * rng.standard_normal((W, 6))
+    if step % 300 < 240:
+        tarsi[np.arange(W), np.arange(W) % 6] -= 0.2
+    forces = 1.3 * rng.standard_normal((W, 6, 3, 3)) * (rng.random((W, 6, 1, 1)) < 0.2)
+    heading = rng.standard_normal((W, 3))
+    heading /= np.linalg.norm(heading, axis=1, keepdims=True)
+    return [torch.tensor(a, dtype=dtype) for a in (drive, thorax, tarsi, forces, heading)]
+
+
+def hybrid_state(W: int, seed: int):
+    """A mid-walk state: phases, magnitudes, retraction corrections on both sides of the
+    persistence threshold (20), stumbling corrections, counters running (some about to stop)."""
+    g = torch.Generator().manual_seed(seed)
+    state = torch.zeros(W, 5, 6, dtype=torch.float64)
+    state[:, 0] = torch.rand(W, 6, generator=g, dtype=torch.float64) * 2 * np.pi
+    state[:, 1] = torch.rand(W, 6, generator=g, dtype=torch.float64)
+    state[:, 2] = torch.rand(W, 6, generator=g, dtype=torch.float64) * 30 * (torch.rand(W, 6, generator=g) < 0.5)
+    state[:, 3] = torch.rand(W, 6, generator=g, dtype=torch.float64) * 5 * (torch.rand(W, 6, generator=g) < 0.5)
+    return state, torch.randint(0, 22, (W, 6), generator=g) * (torch.rand(W, 6, generator=g) < 0.5)
+
+
+def hybrid_controls(W: int, kind: str, index_dtype, seed: int):
+    """ctrl [W, 60] (poisoned) with the op's 48 columns scattered among them: ``kind`` "contiguous",
+    "strided" (every other column of a wider buffer) or "transposed"."""
+    g = torch.Generator().manual_seed(seed)
+    nu = 60
+    ids = torch.randperm(nu, generator=g)[:HYBRID_COLUMNS].to(index_dtype)
+    if kind == "transposed":
+        return ids, torch.full((nu, W), float("nan")).t()
+    if kind == "strided":
+        return ids, torch.full((W, 2 * nu), float("nan"))[:, ::2]
+    return ids, torch.full((W, nu), float("nan"))

@@ -1,0 +1,90 @@
+"""FlyGym's hybrid turning controller for W worlds: flycuda.control's batched twin (one call for
+all worlds) against W of FlyGym's own instances stepped from Python (what a user of
+GPUSimulation runs today), interleaved in one run, fed the same inputs. Needs FlyGym (the
+FlyGym lane).
+
+    python bench/bench_control.py [--worlds 64] [--steps 300] [--repeats 3] [--device cpu] [--no-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from _results import append_results, format_table
+from tqdm.auto import tqdm
+
+DT = 1e-4
+
+
+def inputs(rng: np.random.Generator, W: int):
+    """Observations of standing flies (tarsi 0.9 mm below the thorax, small ground forces)."""
+    thorax = 1.2 + 0.01 * rng.standard_normal(W)
+    tarsi = 0.3 + 0.02 * rng.standard_normal((W, 6))
+    forces = 0.5 * rng.standard_normal((W, 6, 3, 3))
+    heading = np.tile([1.0, 0.0, 0.0], (W, 1))
+    return thorax, tarsi, forces, heading
+
+
+def run_flycuda(ctrl, drive, obs, device) -> float:
+    args = [torch.as_tensor(a, device=device) for a in (drive, *obs)]
+    t0 = time.perf_counter()
+    ctrl.step(*args)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def run_flygym(ctrls, drive, obs) -> float:
+    from flygym_demo.complex_terrain import HybridControllerObservation
+
+    thorax, tarsi, forces, heading = obs
+    t0 = time.perf_counter()
+    for w, c in enumerate(ctrls):
+        c.step(drive[w], HybridControllerObservation(float(thorax[w]), tarsi[w], forces[w], heading[w]))
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--worlds", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=300, help="controller steps per repeat")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-results", action="store_true", help="print only (no row in bench/RESULTS.md)")
+    args = ap.parse_args(argv)
+    from flygym_demo.complex_terrain import HybridTurningController as FlyGymTurning
+    from flygym_demo.complex_terrain import make_tripod_cpg_network
+
+    from flycuda.control import HybridTurningController
+
+    W, rng = args.worlds, np.random.default_rng(0)
+    ours = HybridTurningController(W, DT, device=args.device, seed=0)
+    theirs = [FlyGymTurning(DT, cpg_network=make_tripod_cpg_network(DT, seed=w)) for w in range(W)]
+    t_ours, t_theirs = [], []
+    for _ in tqdm(range(args.repeats), desc="repeats", leave=False):
+        a = b = 0.0
+        for step in range(args.steps):  # interleaved step by step: the machine's noise hits both alike
+            drive, obs = rng.uniform(-1, 1, (W, 2)), inputs(rng, W)
+            a += run_flycuda(ours, drive, obs, args.device)
+            b += run_flygym(theirs, drive, obs)
+        t_ours.append(a / args.steps)
+        t_theirs.append(b / args.steps)
+    ours_s, theirs_s = min(t_ours), min(t_theirs)
+    rows = [["flycuda.control (hybrid_step, one launch)", W, f"{ours_s * 1e3:.3f}", f"{W / ours_s:,.0f}",
+             f"{theirs_s / ours_s:.1f}x"],
+            ["FlyGym HybridTurningController x W", W, f"{theirs_s * 1e3:.3f}", f"{W / theirs_s:,.0f}", "1.0x"]]
+    table = format_table(["controller", "worlds", "ms per step", "world-steps/s", "vs FlyGym"], rows)
+    print(table)
+    if not args.no_results:
+        append_results("bench_control: FlyGym's hybrid turning controller for W worlds", args.device, table,
+                       notes=f"best of {args.repeats} repeats of {args.steps} steps, interleaved step by step, same "
+                             "inputs; flycuda's time includes the class's input checks and float64 conversions "
+                             "around the op's CPU twin")
+
+
+if __name__ == "__main__":
+    torch.set_grad_enabled(False)
+    main()
