@@ -18,7 +18,8 @@
 // Every float64 operation is rounded on its own (the _rn intrinsics on the device, the host
 // built without contraction), so the CPU twin, the emulator and the GPU compute FlyGym's
 // operations in FlyGym's order; sin is the platform's (glibc on the host, CUDA's on the
-// device: they may differ in the last bit).
+// device: they may differ in the last bit), and so is the stumbling rule's dot product's
+// order (NumPy's BLAS's): see stumbles().
 #pragma once
 
 #include "motion_to_ctrl.cuh"  // FLYCUDA_DMUL / DADD / DSUB
@@ -122,31 +123,34 @@ FLYCUDA_HOST_DEVICE inline double phase_gain(const double* par, int leg, double 
 }
 
 // The leg whose tarsus5 is farthest below the thorax if it is more than `height` below the
-// third farthest (of equal farthest legs the last), else -1.
+// third farthest, else -1 (also when a height is NaN: NumPy's argsort puts NaN last, and FlyGym's
+// comparison with it fails). Of equal farthest legs the last (FlyGym's own choice among exact
+// ties is its unstable sort's).
 template <typename sense_t>
 FLYCUDA_HOST_DEVICE inline int retraction_leg(const sense_t* thorax_z, const sense_t* tarsus5_z, double height,
                                               int64_t w) {
-  double below[kLegs];
   const double tz = static_cast<double>(thorax_z[w]);
-  for (int l = 0; l < kLegs; ++l) below[l] = FLYCUDA_DSUB(tz, static_cast<double>(tarsus5_z[w * kLegs + l]));
+  double first = -INFINITY, second = -INFINITY, third = -INFINITY;  // the three largest, descending
   int chosen = 0;
-  for (int l = 1; l < kLegs; ++l) {
-    if (below[l] >= below[chosen]) chosen = l;
-  }
-  double sorted[kLegs];  // descending: an insertion sort of six
   for (int l = 0; l < kLegs; ++l) {
-    int k = l;
-    while (k > 0 && sorted[k - 1] < below[l]) {
-      sorted[k] = sorted[k - 1];
-      --k;
+    const double b = FLYCUDA_DSUB(tz, static_cast<double>(tarsus5_z[w * kLegs + l]));
+    if (b != b) return -1;
+    if (b >= first) chosen = l;
+    if (b > first) {
+      third = second, second = first, first = b;
+    } else if (b > second) {
+      third = second, second = b;
+    } else if (b > third) {
+      third = b;
     }
-    sorted[k] = below[l];
   }
-  return sorted[0] > FLYCUDA_DADD(sorted[2], height) ? chosen : -1;
+  return first > FLYCUDA_DADD(third, height) ? chosen : -1;
 }
 
 // Does leg l stumble: a ground force on its tibia, tarsus1 or tarsus2 whose component along
-// the heading is below `threshold`?
+// the heading is below `threshold`? (FlyGym takes the component with np.dot, whose summation
+// is its BLAS's: the order here, ((f0 h0 + f1 h1) + f2 h2), can differ in the last bit, which
+// decides differently only for a force within an ulp of the threshold.)
 template <typename sense_t>
 FLYCUDA_HOST_DEVICE inline bool stumbles(const sense_t* forces, const sense_t* heading, double threshold, int64_t w,
                                          int l) {
@@ -165,18 +169,18 @@ FLYCUDA_HOST_DEVICE inline bool stumbles(const sense_t* forces, const sense_t* h
 
 // One Euler step of world w's oscillators (phases th, magnitudes r) towards amplitudes
 // `amps` at frequencies `freqs`, every derivative from the state before the step; the
-// coupling summed over j = 0 .. 5 in order.
+// coupling summed from +0.0 over j = 0 .. 5 in order.
 FLYCUDA_HOST_DEVICE inline void oscillate(const double* par, const double* freqs, const double* amps, double* th,
                                           double* r) {
   const double dt = par[kParScalars + kScTimestep];
   const double two_pi = 6.283185307179586;  // 2 * np.pi
   double dth[kLegs], dr[kLegs];
   for (int i = 0; i < kLegs; ++i) {
-    double coupling = 0.0;
+    double coupling = 0.0;  // NumPy's sum: from +0.0, j = 0 .. 5 in order
     for (int j = 0; j < kLegs; ++j) {
       const double wij = par[kParWeights + i * kLegs + j], phi = par[kParBiases + i * kLegs + j];
       const double t = FLYCUDA_DMUL(FLYCUDA_DMUL(r[j], wij), sin(FLYCUDA_DSUB(FLYCUDA_DSUB(th[j], th[i]), phi)));
-      coupling = j == 0 ? t : FLYCUDA_DADD(coupling, t);
+      coupling = FLYCUDA_DADD(coupling, t);
     }
     dth[i] = FLYCUDA_DADD(FLYCUDA_DMUL(two_pi, freqs[i]), coupling);
     dr[i] = FLYCUDA_DMUL(par[kParConvergence + i], FLYCUDA_DSUB(amps[i], r[i]));

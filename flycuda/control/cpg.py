@@ -22,9 +22,8 @@ __all__ = ["CPGParams", "tripod_params"]
 
 @dataclass(frozen=True)
 class CPGParams:
-    """The oscillators' parameters (float64): ``freqs`` and ``amps`` [6] (or [W, 6]: per
-    world), ``weights`` and ``biases`` [6, 6] (row i: what oscillator i feels from each j),
-    ``convergence`` [6]."""
+    """The oscillators' parameters (float64): ``freqs`` and ``amps`` [6], ``weights`` and
+    ``biases`` [6, 6] (row i: what oscillator i feels from each j), ``convergence`` [6]."""
 
     freqs: torch.Tensor
     amps: torch.Tensor

@@ -9,8 +9,9 @@ tensors, every step one launch of :func:`flycuda.ops.hybrid_step` (tests/control
 equal to FlyGym's world by world). FlyGym's rules, in the order a step runs them:
 
 1. the leg to retract: the tarsus5 farthest below the thorax, if it is more than
-   ``retraction_height_threshold`` below the third farthest (from this step's inputs; of
-   equal farthest legs the last); its persistence counter starts when its retraction
+   ``retraction_height_threshold`` below the third farthest (from this step's inputs; none
+   when a height is NaN; of exactly equal farthest legs the last, where FlyGym's unstable
+   sort may pick another); its persistence counter starts when its retraction
    correction already exceeds ``retraction_persistence_initiation_threshold``; counters
    that run count up and stop after ``retraction_persistence_steps``;
 2. stumbling legs: a ground force on the tibia, tarsus1 or tarsus2 whose component along
@@ -56,7 +57,7 @@ class CPGController:
         if not (isinstance(timestep, (int, float)) and timestep > 0):
             raise ControlError(f"timestep must be > 0 seconds, got {timestep!r}")
         self.worlds, self.timestep = worlds, float(timestep)
-        self.device = torch.device(device or "cpu")
+        self.device = torch.empty(0, device=device or "cpu").device  # "cuda" -> cuda:N, as the tensors say
         self.params = (params or tripod_params()).to(self.device)
         table = load_steps(self.device)
         p = self.params

@@ -55,10 +55,9 @@ def _interp(x: torch.Tensor, xp: torch.Tensor, fp: torch.Tensor) -> torch.Tensor
 
 def _cpg_step(th, r, freqs, amps, weights, biases, convergence, dt) -> tuple[torch.Tensor, torch.Tensor]:
     """FlyGym's ``calculate_ddt`` and Euler step, [W, 6] each."""
-    coupling = None
+    coupling = torch.zeros_like(th)  # NumPy's sum: from +0.0, j = 0 .. 5 in order
     for j in range(6):
-        t = (r[:, j:j + 1] * weights[:, j]) * torch.sin((th[:, j:j + 1] - th) - biases[:, j])
-        coupling = t if coupling is None else coupling + t
+        coupling = coupling + (r[:, j:j + 1] * weights[:, j]) * torch.sin((th[:, j:j + 1] - th) - biases[:, j])
     dth = TWO_PI * freqs + coupling
     dr = convergence * (amps - r)
     return th + dth * dt, r + dr * dt
@@ -81,13 +80,14 @@ def hybrid_step(drive: torch.Tensor, thorax_z: torch.Tensor, tarsus5_z: torch.Te
         amps, freqs = d.abs(), base_f * torch.where(d >= 0, 1.0, -1.0)
     else:
         amps, freqs = base_a, base_f
-    net = torch.zeros(W, 6, dtype=torch.float64)
+    dev = state.device
+    net = torch.zeros(W, 6, dtype=torch.float64, device=dev)
     if sc["rules"]:
         below = thorax_z.double()[:, None] - tarsus5_z.double()
-        top = below.topk(3, dim=1).values
+        top = below.topk(3, dim=1).values  # a NaN ranks first: its comparison fails, as after NumPy's argsort
         chosen = 5 - below.flip(1).argmax(1)  # of equal farthest legs, the last
         sel = torch.where(top[:, 0] > top[:, 2] + sc["retract_height"], chosen, -1)
-        picked = torch.arange(6) == sel[:, None]
+        picked = torch.arange(6, device=dev) == sel[:, None]
         cnt[picked & (rc > sc["persist_from"])] = 1
         cnt[cnt > 0] += 1
         cnt[cnt > sc["persist_steps"]] = 0
@@ -108,10 +108,10 @@ def hybrid_step(drive: torch.Tensor, thorax_z: torch.Tensor, tarsus5_z: torch.Te
         sg = torch.where(rc > 0, 0.0, sg)
         net = net.clamp(0.0, sc["max_correction"]) * _interp(reduced, P["gain_points"].view(6, 5), P["gain_values"])
         angles = angles + net[..., None] * P["vectors"].view(6, 7)
-    adhesion = ~((reduced > 0.0) & (reduced < P["adhesion_end"])) if sc["adhesion"] else torch.zeros(W, 6, dtype=torch.bool)
+    adhesion = ~((reduced > 0.0) & (reduced < P["adhesion_end"])) if sc["adhesion"] else torch.zeros(W, 6, dtype=torch.bool, device=dev)
     state.copy_(torch.stack([th, r, rc, sg, net], dim=1))
     persistence.copy_(cnt)
     out = torch.cat([angles[..., [2, 0, 1, 3, 4, 5, 6]].flatten(1).float(), adhesion.float()], dim=1)  # [W, 48]
     ids = act_ids.long()
     keep = (ids >= 0) & (ids < ctrl.shape[1])
-    ctrl[:, ids[keep]] = out[:, keep].to(ctrl.device)
+    ctrl[:, ids[keep]] = out[:, keep]

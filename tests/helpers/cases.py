@@ -152,13 +152,16 @@ def hybrid_params(mode: str, device="cpu", dt: float = 1e-4) -> torch.Tensor:
 
 def hybrid_senses(rng: np.random.Generator, W: int, dtype, step: int):
     """Drives (changing sign) and sensory inputs that fire the retraction (a leg hanging for
-    long stretches: persistence too) and stumbling rules."""
+    long stretches: persistence too) and stumbling rules; every 10th step world 0 has a NaN
+    tarsus height (no leg retracts) and a NaN force (no stumble)."""
     drive = rng.uniform(-1.2, 1.2, (W, 2))
     thorax = 1.0 + 0.05 * rng.standard_normal(W)
     tarsi = 0.3 + 0.02 * rng.standard_normal((W, 6))
     if step % 300 < 240:
         tarsi[np.arange(W), np.arange(W) % 6] -= 0.2
     forces = 1.3 * rng.standard_normal((W, 6, 3, 3)) * (rng.random((W, 6, 1, 1)) < 0.2)
+    if step % 10 == 0:
+        tarsi[0, 2] = forces[0, 1, 0, 0] = np.nan
     heading = rng.standard_normal((W, 3))
     heading /= np.linalg.norm(heading, axis=1, keepdims=True)
     return [torch.tensor(a, dtype=dtype) for a in (drive, thorax, tarsi, forces, heading)]
