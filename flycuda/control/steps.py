@@ -22,18 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["LEGS", "LEG_DOFS", "DOF_ORDER", "StepsTable", "load_steps", "to_dof_order", "locomotion_dof_names"]
+from ..ops.walking import DOF_ORDER, LEGS  # the op's (kernels/hybrid_step.cuh) leg and output order
 
-LEGS = ("lf", "lm", "lh", "rf", "rm", "rh")
-"""FlyGym's legs (``flygym.anatomy.LEGS``): left front, middle, hind, right front, middle, hind."""
+__all__ = ["LEGS", "LEG_DOFS", "DOF_ORDER", "StepsTable", "load_steps", "locomotion_dof_names"]
 
 LEG_DOFS = ("coxa-pitch", "coxa-roll", "coxa-yaw", "trochanterfemur-pitch", "trochanterfemur-roll", "tibia-pitch",
             "tarsus1-pitch")
 """The seven angles of a leg in the order of FlyGym's step data and correction vectors."""
-
-DOF_ORDER = (2, 0, 1, 3, 4, 5, 6)
-"""Output slot m of a leg (FlyGym's default locomotion order: yaw, pitch, roll, ...) reads
-the leg's angle ``LEG_DOFS[DOF_ORDER[m]]``."""
 
 STEPS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "single_steps.npz")
 
@@ -65,12 +60,6 @@ def _load(device: str) -> StepsTable:
 def load_steps(device: torch.device | str = "cpu") -> StepsTable:
     """FlyGym's preprogrammed steps on ``device`` (read once per device)."""
     return _load(str(torch.device(device)))
-
-
-def to_dof_order(angles: torch.Tensor) -> torch.Tensor:
-    """[..., 6, 7] leg angles (``LEG_DOFS`` order) -> [..., 42] in FlyGym's default
-    locomotion DOF order (:func:`locomotion_dof_names`)."""
-    return angles[..., list(DOF_ORDER)].flatten(-2)
 
 
 def locomotion_dof_names() -> list[str]:

@@ -18,7 +18,15 @@ from ._values import check_index
 from .checks import check_same_device
 from .launch_plan import HYBRID_COLUMNS, HYBRID_PARAMS, HYBRID_SCALARS
 
-__all__ = ["hybrid_step", "hybrid_params", "params_slice", "CORRECTION_VECTORS", "RIGHT_LEG_SIGN", "GAIN_VALUES"]
+__all__ = ["hybrid_step", "hybrid_params", "params_slice", "LEGS", "DOF_ORDER", "CORRECTION_VECTORS", "RIGHT_LEG_SIGN",
+           "GAIN_VALUES"]
+
+LEGS = ("lf", "lm", "lh", "rf", "rm", "rh")
+"""FlyGym's legs (``flygym.anatomy.LEGS``): left front, middle, hind, right front, middle, hind."""
+DOF_ORDER = (2, 0, 1, 3, 4, 5, 6)
+"""Output slot m of a leg (FlyGym's default locomotion order: coxa yaw, pitch, roll, ...) reads
+the leg's angle DOF_ORDER[m] of the step data's order (coxa pitch, roll, yaw, ...: the
+kernel's ``dof_order``)."""
 
 CORRECTION_VECTORS = {"f": (-0.03, 0.0, 0.0, -0.03, 0.0, 0.03, 0.03),
                       "m": (-0.015, 0.001, 0.025, -0.02, 0.0, -0.02, 0.0),
@@ -29,7 +37,6 @@ RIGHT_LEG_SIGN = (1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0)
 """The signs a right leg's correction vector is multiplied by (FlyGym's)."""
 GAIN_VALUES = (0.0, 0.8, 0.0, -0.1, 0.0)
 """The phase gain at FlyGym's five points: swing start, mid-swing, swing end + extension, mid-stance, 2 pi."""
-LEGS = ("lf", "lm", "lh", "rf", "rm", "rh")
 
 
 def params_slice(name: str) -> slice:

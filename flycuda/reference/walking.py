@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..ops.launch_plan import HYBRID_SCALARS
-from ..ops.walking import params_slice
+from ..ops.walking import DOF_ORDER, params_slice
 
 __all__ = ["hybrid_step", "py_mod", "psi", "TWO_PI"]
 
@@ -111,7 +111,7 @@ def hybrid_step(drive: torch.Tensor, thorax_z: torch.Tensor, tarsus5_z: torch.Te
     adhesion = ~((reduced > 0.0) & (reduced < P["adhesion_end"])) if sc["adhesion"] else torch.zeros(W, 6, dtype=torch.bool, device=dev)
     state.copy_(torch.stack([th, r, rc, sg, net], dim=1))
     persistence.copy_(cnt)
-    out = torch.cat([angles[..., [2, 0, 1, 3, 4, 5, 6]].flatten(1).float(), adhesion.float()], dim=1)  # [W, 48]
+    out = torch.cat([angles[..., list(DOF_ORDER)].flatten(1).float(), adhesion.float()], dim=1)  # [W, 48]
     ids = act_ids.long()
     keep = (ids >= 0) & (ids < ctrl.shape[1])
     ctrl[:, ids[keep]] = out[:, keep]

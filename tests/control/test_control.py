@@ -14,8 +14,10 @@ import struct
 import numpy as np
 import pytest
 import torch
+from helpers.cases import ulps32
 
 from flycuda.control import ControlError, CPGController, HybridController, HybridTurningController, load_steps
+from flycuda.control.steps import DOF_ORDER
 from flycuda.reference.walking import TWO_PI, psi, py_mod
 
 needs_flygym = pytest.mark.needs_flygym
@@ -59,13 +61,6 @@ def _t(*arrays):
     return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
 
 
-def _ulps32(a: torch.Tensor, b: np.ndarray) -> int:
-    """The largest distance in float32 ulps between ``a`` and ``b`` rounded to float32."""
-    ia = a.numpy().view(np.int32).astype(np.int64)
-    ib = b.astype(np.float32).view(np.int32).astype(np.int64)
-    return int(np.abs(ia - ib).max())
-
-
 # --- against FlyGym's own classes (the FlyGym lane) ---------------------------------------
 
 @needs_flygym
@@ -95,7 +90,7 @@ def test_the_turning_controller_is_flygyms_world_by_world(seed):
             tol, ulps = (0.0, 0) if EXACT else (1e-9, 1)
             assert np.abs(ours.phases[w].numpy() - c.cpg_network.curr_phases).max() <= tol, (step, w)
             assert np.abs(ours.magnitudes[w].numpy() - c.cpg_network.curr_magnitudes).max() <= tol, (step, w)
-            assert _ulps32(angles[w], action.joint_angles) <= ulps, (step, w)
+            assert ulps32(angles[w], action.joint_angles) <= ulps, (step, w)
             assert np.array_equal(adhesion[w].numpy(), action.adhesion_onoff), (step, w)
             assert np.array_equal(ours.retraction[w].numpy(), c.retraction_correction), (step, w)
             assert np.array_equal(ours.stumbling[w].numpy(), c.stumbling_correction), (step, w)
@@ -122,7 +117,7 @@ def test_the_cpg_controller_is_flygyms():
         for w, c in enumerate(theirs):
             action = c.step()
             assert np.abs(ours.phases[w].numpy() - c.cpg_network.curr_phases).max() <= (0.0 if EXACT else 1e-9)
-            assert _ulps32(angles[w], action.joint_angles) <= (0 if EXACT else 1), (step, w)
+            assert ulps32(angles[w], action.joint_angles) <= (0 if EXACT else 1), (step, w)
             assert np.array_equal(adhesion[w].numpy(), action.adhesion_onoff), (step, w)
 
 
@@ -186,7 +181,7 @@ def test_world_w_is_a_controller_of_its_own():
         angles, adhesion = batch.step(*_t(*inputs))
         for w in range(W):
             a, h = alone[w].step(*_t(*(x[w:w + 1] for x in inputs)))
-            assert _ulps32(angles[w], a[0].double().numpy()) <= 1 and torch.equal(adhesion[w:w + 1], h), (step, w)
+            assert ulps32(angles[w], a[0].double().numpy()) <= 1 and torch.equal(adhesion[w:w + 1], h), (step, w)
             assert (batch.phases[w] - alone[w].phases[0]).abs().max() <= 1e-9, (step, w)
     assert torch.equal(batch.retraction, torch.cat([c.retraction for c in alone]))
 
@@ -212,7 +207,7 @@ def test_the_first_angles_are_the_neutral_pose_ramping_up():
     neutral pose (the splines at phase pi), whatever the phases."""
     ctrl = CPGController(2, DT, seed=1)
     angles, _ = ctrl.step()
-    neutral = load_steps().neutral[:, [2, 0, 1, 3, 4, 5, 6]].flatten().float()
+    neutral = load_steps().neutral[:, list(DOF_ORDER)].flatten().float()
     assert torch.allclose(angles, neutral.expand(2, 42), atol=0.02)
 
 
@@ -255,4 +250,4 @@ def test_the_classes_on_cuda_step_as_on_the_cpu():
         a_c, h_c = cpu.step(*inputs)
         a_g, h_g = gpu.step(*(t.cuda() for t in inputs))
         assert (cpu.phases - gpu.phases.cpu()).abs().max() <= 1e-9, step
-        assert _ulps32(a_g.cpu(), a_c.double().numpy()) <= 1 and torch.equal(h_c, h_g.cpu()), step
+        assert ulps32(a_g.cpu(), a_c.double().numpy()) <= 1 and torch.equal(h_c, h_g.cpu()), step

@@ -190,3 +190,11 @@ def hybrid_controls(W: int, kind: str, index_dtype, seed: int):
     if kind == "strided":
         return ids, torch.full((W, 2 * nu), float("nan"))[:, ::2]
     return ids, torch.full((W, nu), float("nan"))
+
+
+def ulps32(a, b) -> int:
+    """The largest distance in float32 ulps between ``a`` and ``b`` (tensors or arrays; float64
+    values are rounded to float32 first, as FlyGym's angles reach MuJoCo Warp's ctrl)."""
+    ia = torch.as_tensor(a).to(torch.float32).contiguous().view(torch.int32).long()
+    ib = torch.as_tensor(b).to(torch.float32).contiguous().view(torch.int32).long()
+    return int((ia - ib).abs().max()) if ia.numel() else 0

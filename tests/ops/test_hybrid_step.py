@@ -14,18 +14,13 @@ from helpers.cases import hybrid_controls as controls
 from helpers.cases import hybrid_params as params
 from helpers.cases import hybrid_senses as senses
 from helpers.cases import hybrid_state as initial_state
+from helpers.cases import ulps32
 from helpers.devices import cpu_and_cuda
 
 from flycuda import ops
 from flycuda.control import load_steps, tripod_params
 from flycuda.ops.launch_plan import HYBRID_PARAMS
 from flycuda.reference import walking as ref
-
-
-def ulps32(a: torch.Tensor, b: torch.Tensor) -> int:
-    ia = a.contiguous().view(torch.int32).long()
-    ib = b.contiguous().view(torch.int32).long()
-    return int((ia - ib).abs().max()) if a.numel() else 0
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())
