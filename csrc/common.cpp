@@ -2,7 +2,6 @@
 #include "common.h"
 
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,11 +11,9 @@ namespace flycuda {
 namespace {
 
 std::string array_str(const int64_t* v, int64_t n) {
-  std::ostringstream os;
-  os << "[";
-  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << v[i];
-  os << "]";
-  return std::move(os).str();
+  std::string s = "[";
+  for (int64_t i = 0; i < n; ++i) s.append(i ? ", " : "").append(std::to_string(v[i]));
+  return s.append("]");
 }
 
 }  // namespace
@@ -27,19 +24,17 @@ std::string sizes_str(const std::vector<int64_t>& sizes) {
   return array_str(sizes.data(), static_cast<int64_t>(sizes.size()));
 }
 
-std::ostream& operator<<(std::ostream& os, const torch::stable::Device& d) {
+std::string device_str(const torch::stable::Device& d) {
   // c10::DeviceTypeName's lower-case names, in torch::headeronly::DeviceType's order.
   static const char* const kNames[] = {"cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip",
                                        "fpga", "maia", "xla", "vulkan", "metal", "xpu", "mps",
                                        "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone"};
   const auto type = static_cast<int>(d.type());
-  if (type >= 0 && type < static_cast<int>(sizeof(kNames) / sizeof(kNames[0]))) {
-    os << kNames[type];
-  } else {
-    os << "device type " << type;
-  }
-  if (!d.is_cpu() && d.has_index()) os << ":" << static_cast<int>(d.index());
-  return os;
+  std::string s = type >= 0 && type < static_cast<int>(sizeof(kNames) / sizeof(kNames[0]))
+                      ? std::string(kNames[type])
+                      : "device type " + std::to_string(type);
+  if (!d.is_cpu() && d.has_index()) s.append(":").append(std::to_string(static_cast<int>(d.index())));
+  return s;
 }
 
 int64_t storage_nbytes(const Tensor& t) {
@@ -48,9 +43,19 @@ int64_t storage_nbytes(const Tensor& t) {
   return nbytes;
 }
 
-Tensor host_contiguous(const Tensor& t) {
-  const Tensor cpu = t.is_cpu() ? t : torch::stable::to(t, torch::stable::Device(torch::headeronly::kCPU));
-  return cpu.is_contiguous() ? cpu : torch::stable::contiguous(cpu);
+HostValues::HostValues(const Tensor& t, const CopyToHost& copy)
+    : dtype_(t.scalar_type()), numel_(t.numel()), sizes_(t.sizes().begin(), t.sizes().end()) {
+  constexpr const char* kOpName = "host_values";
+  if (t.is_cpu()) {
+    cpu_ = t.is_contiguous() ? t : torch::stable::contiguous(t);
+    data_ = cpu_->const_data_ptr();
+    return;
+  }
+  FLYCUDA_CHECK(copy && t.is_contiguous(), "internal: a ", t.device(), " tensor's values need a contiguous "
+                "tensor and a copy to the host (got ", copy ? "a strided tensor" : "no copy", ")");
+  bytes_.resize(static_cast<size_t>(numel_ * t.element_size()));
+  if (!bytes_.empty()) copy(bytes_.data(), t.const_data_ptr(), bytes_.size());
+  data_ = bytes_.data();
 }
 
 bool has_internal_overlap(const Tensor& t) {
@@ -88,16 +93,13 @@ bool may_share_memory(const Tensor& a, const Tensor& b) {
   return a0 < b1 && b0 < a1;
 }
 
-void check_index_values(const char* op, const char* name, const Tensor& ids,
+void check_index_values(const char* op, const char* name, const HostValues& host,
                         int64_t bound, const char* bound_name, bool unique, int64_t skip) {
   const char* kOpName = op;
-  // Read the (small) index vector on the host: in place when it is already a
-  // contiguous CPU tensor, else through one copy.
-  const Tensor host = host_contiguous(ids);
   const int64_t n = host.numel();
   std::vector<int64_t> first_seen(static_cast<size_t>(bound > 0 ? bound : 0), -1);
   FLYCUDA_DISPATCH_INDEX_TYPES(host.scalar_type(), "check_index_values", [&] {
-    const index_t* p = host.const_data_ptr<index_t>();
+    const index_t* p = host.data<index_t>();
     for (int64_t i = 0; i < n; ++i) {
       const int64_t v = static_cast<int64_t>(p[i]);
       if (v == skip) continue;
@@ -120,9 +122,9 @@ namespace {
 // Runs `check(values, n)` on the host copy of the 1-D int32/int64 tensor `t`.
 template <typename F>
 void check_values(const Tensor& t, F&& check) {
-  const Tensor host = host_contiguous(t);
+  const HostValues host(t);  // the CPU ops' own inputs
   FLYCUDA_DISPATCH_INDEX_TYPES(host.scalar_type(), "check_values",
-                               [&] { check(host.const_data_ptr<index_t>(), host.numel()); });
+                               [&] { check(host.data<index_t>(), host.numel()); });
 }
 
 }  // namespace

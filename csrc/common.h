@@ -17,12 +17,13 @@
 #include <torch/headeronly/core/ScalarType.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <optional>
-#include <ostream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 // torch 2.10's stable headers (the oldest this builds against) name the shim's error check
@@ -49,7 +50,7 @@ std::string sizes_of(const Tensor& t);
 std::string strides_of(const Tensor& t);
 std::string sizes_str(const std::vector<int64_t>& sizes);
 // "cpu", "cuda:0".
-std::ostream& operator<<(std::ostream& os, const torch::stable::Device& d);
+std::string device_str(const torch::stable::Device& d);
 
 // t's data as T* (the dtype checked by torch): what the kernels and CPU twins take.
 template <typename T>
@@ -58,11 +59,44 @@ T* dptr(const Tensor& t) {
 }
 
 namespace detail {
+// A message's pieces as text, appended to one string. No std::ostream: on the first
+// GPU machine (torch 2.11, the extension built with another gcc than the one that built
+// torch) the checks whose messages hold a device or a number crashed the process
+// instead of raising, while messages of words alone raised; ostream's number formatting
+// (the locale's facets, in whichever libstdc++ the process bound) is the likeliest
+// cause, and nothing here needs it. Numbers are std::to_string's and "%g"'s (what an
+// ostream prints by default), pointers "%p".
+inline void append(std::string& s, std::string_view v) { s.append(v); }
+inline void append(std::string& s, const std::string& v) { s.append(v); }
+inline void append(std::string& s, const char* v) { s.append(v ? v : "(null)"); }
+inline void append(std::string& s, char c) { s.push_back(c); }
+inline void append(std::string& s, ScalarType t) { s.append(torch::headeronly::toString(t)); }
+inline void append(std::string& s, const torch::stable::Device& d) { s.append(device_str(d)); }
+inline void append(std::string& s, const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  s.append(buf);
+}
+template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+void append(std::string& s, T v) {
+  s.append(std::to_string(v));
+}
+template <typename T, std::enable_if_t<std::is_enum_v<T>, int> = 0>  // a plain enum's constant, as a number
+void append(std::string& s, T v) {
+  s.append(std::to_string(static_cast<std::underlying_type_t<T>>(v)));
+}
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+void append(std::string& s, T v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+  s.append(buf);
+}
+
 template <typename... Args>
 std::string cat(const Args&... args) {
-  std::ostringstream os;
-  ((os << args), ...);
-  return std::move(os).str();
+  std::string s;
+  (append(s, args), ...);
+  return s;
 }
 }  // namespace detail
 
@@ -161,8 +195,36 @@ namespace flycuda {
 // The nbytes of t's storage (a step counter's hidden ticket lives past its view).
 int64_t storage_nbytes(const Tensor& t);
 
-// A contiguous copy of t on the CPU (t itself when it already is one).
-Tensor host_contiguous(const Tensor& t);
+// Copies `bytes` bytes of device memory at `src` to host memory at `dst`: a CUDA
+// launcher's (cudaMemcpy on its stream, then a sync). Empty where the tensors are on the
+// CPU. No torch call: an op never calls back into the dispatcher (on the first GPU
+// machine, torch 2.11, the one op that did, render_tiles' check through
+// torch::stable::to, crashed the process).
+using CopyToHost = std::function<void(void* dst, const void* src, size_t bytes)>;
+
+// A tensor's values on the host, to check them there: a CPU tensor's own (a contiguous
+// copy if it is strided), a device tensor's copied through `copy` (it must be contiguous).
+class HostValues {
+ public:
+  explicit HostValues(const Tensor& t, const CopyToHost& copy = {});
+  HostValues(const HostValues&) = delete;  // data_ points into this object's own members
+  HostValues& operator=(const HostValues&) = delete;
+  template <typename T>
+  const T* data() const {
+    return static_cast<const T*>(data_);
+  }
+  ScalarType scalar_type() const { return dtype_; }
+  int64_t numel() const { return numel_; }
+  int64_t size(int64_t d) const { return sizes_[static_cast<size_t>(d)]; }
+
+ private:
+  std::optional<Tensor> cpu_;          // a CPU tensor (held: data_ points into it), contiguous
+  std::vector<unsigned char> bytes_;   // a device tensor's values
+  const void* data_ = nullptr;
+  ScalarType dtype_;
+  int64_t numel_ = 0;
+  std::vector<int64_t> sizes_;
+};
 
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -177,7 +239,7 @@ inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // is never a memory error.
 // `skip`: one value outside [0, bound) that the op also accepts (render_tiles' worlds: -1,
 // an image skipped); none by default (INT64_MAX, never a valid index).
-void check_index_values(const char* op, const char* name, const Tensor& ids,
+void check_index_values(const char* op, const char* name, const HostValues& ids,
                         int64_t bound, const char* bound_name, bool unique, int64_t skip = INT64_MAX);
 
 // Do this op's C++ checks read its index values? Where `out` (the op's output) lives

@@ -119,7 +119,9 @@ kernels::ScatterPlan check_scatter_actions(const Tensor& actions, const Tensor& 
   expect_contiguous(kOpName, action_map, "action_map");
   expect_output(kOpName, ctrl, "ctrl", {{"actions", &actions}, {"act_ids", &act_ids}, {"action_map", &action_map}});
   expect_threads(kOpName, W * A, "W * A");
-  if (checks_values_here(ctrl)) check_index_values(kOpName, "act_ids", act_ids, ctrl.size(1), "nu = ctrl.size(1)", true);
+  if (checks_values_here(ctrl)) {
+    check_index_values(kOpName, "act_ids", HostValues(act_ids), ctrl.size(1), "nu = ctrl.size(1)", true);
+  }
   kernels::ScatterPlan p;
   p.W = W;
   p.A = A;

@@ -64,7 +64,9 @@ kernels::HybridPlan check_hybrid_step(const HybridArgs& a) {
                     !may_share_memory(a.persistence, a.ctrl),
                 "arguments 'state', 'persistence' and 'ctrl' must not share memory");
   FLYCUDA_CHECK(W <= INT32_MAX, "W = ", W, " must be < 2^31 (32-bit thread indices)");
-  if (checks_values_here(a.ctrl)) check_index_values(kOpName, "act_ids", a.act_ids, nu, "nu = ctrl.size(1)", true);
+  if (checks_values_here(a.ctrl)) {
+    check_index_values(kOpName, "act_ids", HostValues(a.act_ids), nu, "nu = ctrl.size(1)", true);
+  }
   kernels::HybridPlan p;
   p.W = W;
   p.nu = nu;

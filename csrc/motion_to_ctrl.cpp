@@ -75,7 +75,7 @@ FrameMode check_the_rest(const char* kOpName, int64_t D, const Tensor& step,
                       "argument 'mode' must be 'clamp' or 'loop', got '", mode, "'");
   FLYCUDA_CHECK_VALUE(advance >= 0, "argument 'advance' must be >= 0, got ", advance);
   if (checks_values_here(ctrl)) {
-    check_index_values(kOpName, "act_ids", act_ids, ctrl.size(1), "nu = ctrl.size(1)", true);
+    check_index_values(kOpName, "act_ids", HostValues(act_ids), ctrl.size(1), "nu = ctrl.size(1)", true);
   }
   return mode == "loop" ? FrameMode::Loop : FrameMode::Clamp;
 }

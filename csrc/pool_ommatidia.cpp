@@ -54,9 +54,9 @@ void check_pixels(const Tensor& pixels, const Tensor& readouts) {
 void check_map_values(const Tensor& omm_ptr, const Tensor& omm_pixels, const Tensor& omm_channel,
                       const Tensor& omm_column, const Tensor& omm_count, const kernels::PoolPlan& p) {
   check_offsets_values(kOpName, "omm_ptr", omm_ptr, p.nnz, "nnz = omm_pixels.size(0)");
-  check_index_values(kOpName, "omm_pixels", omm_pixels, p.P, "P = pixels.size(2)", false);
-  check_index_values(kOpName, "omm_channel", omm_channel, 3, "RGB channels", false);
-  check_index_values(kOpName, "omm_column", omm_column, 2, "readout columns", false);
+  check_index_values(kOpName, "omm_pixels", HostValues(omm_pixels), p.P, "P = pixels.size(2)", false);
+  check_index_values(kOpName, "omm_channel", HostValues(omm_channel), 3, "RGB channels", false);
+  check_index_values(kOpName, "omm_column", HostValues(omm_column), 2, "readout columns", false);
   check_min_values(kOpName, "omm_count", omm_count, 1);
 }
 

@@ -76,7 +76,9 @@ kernels::RecordPlan check_record_qpos(const Tensor& qpos, const Tensor& adrs,
   p.out_sw = history.stride(0);
   p.out_sr = history.stride(1);
   p.out_sd = history.stride(2);
-  if (checks_values_here(history)) check_index_values(kOpName, "adrs", adrs, p.N, "nq = qpos.size(1)", false);
+  if (checks_values_here(history)) {
+    check_index_values(kOpName, "adrs", HostValues(adrs), p.N, "nq = qpos.size(1)", false);
+  }
   return p;
 }
 
@@ -99,7 +101,9 @@ kernels::RecordPlan check_record_chunk(const Tensor& source, const Tensor& colum
   p.out_sw = chunks.stride(1);
   p.out_sr = chunks.stride(2);
   p.out_sd = chunks.stride(3);
-  if (checks_values_here(chunks)) check_index_values(kOpName, "columns", columns, p.N, "N = source.size(1)", false);
+  if (checks_values_here(chunks)) {
+    check_index_values(kOpName, "columns", HostValues(columns), p.N, "N = source.size(1)", false);
+  }
   return p;
 }
 

@@ -102,6 +102,15 @@ inline cudaStream_t stream_for_launch() {
   return stream;
 }
 
+// A copy of device memory to the host, in order on `stream` (after what the stream
+// already holds), then waited for: what an op's value checks read (common.h CopyToHost).
+inline CopyToHost copy_to_host(cudaStream_t stream) {
+  return [stream](void* dst, const void* src, size_t bytes) {
+    FLYCUDA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+    FLYCUDA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  };
+}
+
 // The launcher of the kernels' launch templates (kernels/platform.h, "launch templates") on
 // the GPU: kernel<<<grid, block, smem, stream>>>(args...), the arguments converted to the
 // kernel's parameters as in a direct launch, then the launch check. The emulator's:

@@ -14,12 +14,13 @@ namespace {
 
 void render_tiles_cuda(FLYCUDA_RENDER_TILES_PARAMS) {
   // Guard the device; check index values when asked, unless the stream is being
-  // captured (the check copies them to the host). Every check passes before
-  // anything is written.
+  // captured (the check copies them to the host, with the CUDA runtime: no torch
+  // call from inside the op). Every check passes before anything is written.
   const torch::stable::accelerator::DeviceGuard guard(geom_xpos.get_device_index());
   const cudaStream_t stream = cuda::stream_for_launch();
   kernels::RenderPlan plan;
-  const render::RenderArgs a = render_args(FLYCUDA_RENDER_TILES_ARGS, check && !cuda::capturing(stream), plan);
+  const render::RenderArgs a = render_args(FLYCUDA_RENDER_TILES_ARGS, check && !cuda::capturing(stream), plan,
+                                           cuda::copy_to_host(stream));
   // The top-level refit, then the pixels, in order on one stream (capturable).
   kernels::launch_render_tiles(cuda::Launcher{stream}, a, plan);
 }

@@ -213,13 +213,14 @@ render::View make_view(FLYCUDA_RENDER_TILES_PARAMS) {
 
 }  // namespace
 
-render::RenderArgs render_args(FLYCUDA_RENDER_TILES_PARAMS, bool check_values, kernels::RenderPlan& plan) {
+render::RenderArgs render_args(FLYCUDA_RENDER_TILES_PARAMS, bool check_values, kernels::RenderPlan& plan,
+                               const CopyToHost& copy) {
   check_shapes(FLYCUDA_RENDER_TILES_ARGS, plan);
   check_devices(FLYCUDA_RENDER_TILES_ARGS);
   render::RenderArgs a;
   a.sc = make_scene(geom_xpos, geom_xmat, scene);
   a.v = make_view(FLYCUDA_RENDER_TILES_ARGS);
-  if (check_values) check_render_values(geom_xpos, worlds, scene, pixels, height, width);
+  if (check_values) check_render_values(geom_xpos, worlds, scene, pixels, height, width, copy);
   return a;
 }
 

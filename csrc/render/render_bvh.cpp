@@ -14,8 +14,6 @@ namespace {
 
 constexpr const char* kOpName = "render_tiles";
 
-Tensor host(const Tensor& t) { return host_contiguous(t); }
-
 // Walks the tree at `root` of links [N, 2] (nodes after their parents; leaves of at most
 // kLeafMaxCount items within [0, items)); returns its depth (internal nodes on the
 // longest root-to-leaf path). `seen` marks the nodes reached: a node reached twice
@@ -51,21 +49,21 @@ int64_t walk_tree(const int32_t* links, int64_t N, int32_t root, int64_t items, 
 
 // The top level: node 0 the root of one tree over all Nt nodes; each bounded geom in
 // exactly one leaf, each unbounded one listed once in `unbounded`. Returns its depth.
-int64_t check_top_level(const Tensor& param, const Tensor& top, const Tensor& unb) {
+int64_t check_top_level(const HostValues& param, const HostValues& top, const HostValues& unb) {
   const int64_t Gr = param.size(0), Nt = top.size(0);
-  const float* pp = dptr<float>(param);
+  const float* pp = param.data<float>();
   std::vector<char> seen(Nt, 0);
-  const int64_t depth = Nt > 0 ? walk_tree(dptr<int32_t>(top), Nt, 0, Gr, true, seen, "the top level",
+  const int64_t depth = Nt > 0 ? walk_tree(top.data<int32_t>(), Nt, 0, Gr, true, seen, "the top level",
                                            "top_links") : 0;
   for (int64_t n = 0; n < Nt; ++n) {
     FLYCUDA_CHECK(seen[n], "argument 'top_links': node ", n, " is not reached from the root (not one tree)");
   }
   std::vector<int64_t> leaves(Gr, 0), planes(Gr, 0);
-  const int32_t* tx = dptr<int32_t>(top);
+  const int32_t* tx = top.data<int32_t>();
   for (int64_t i = 0; i < 2 * Nt; ++i) {
     if (render::is_leaf(tx[i]) && render::leaf_count(tx[i]) > 0) ++leaves[render::leaf_first(tx[i])];
   }
-  const int32_t* ux = dptr<int32_t>(unb);
+  const int32_t* ux = unb.data<int32_t>();
   for (int64_t u = 0; u < unb.numel(); ++u) {
     FLYCUDA_CHECK(ux[u] >= 0 && ux[u] < Gr, "argument 'unbounded' entry ", u, " = ", ux[u], " is outside [0, ", Gr,
                   ")");
@@ -84,15 +82,17 @@ int64_t check_top_level(const Tensor& param, const Tensor& top, const Tensor& un
 }  // namespace
 
 void check_render_values(const Tensor& geom_xpos, const Tensor& worlds, const TensorList& scene,
-                         const Tensor& pixels, int64_t height, int64_t width) {
-  check_index_values(kOpName, "worlds", worlds, geom_xpos.size(0), "W = geom_xpos.size(0)", false,
-                     render::kSkipImage);
-  check_index_values(kOpName, "scene.geom_ids", scene[kGeomIds], geom_xpos.size(1), "G = geom_xpos.size(1)", false);
-  if (pixels.numel()) check_index_values(kOpName, "pixels", pixels, height * width, "height * width", false);
-  const Tensor ids = host(scene[kGeomIds]), info = host(scene[kGeomInfo]), links = host(scene[kBvhLinks]);
+                         const Tensor& pixels, int64_t height, int64_t width, const CopyToHost& copy) {
+  const HostValues ids(scene[kGeomIds], copy), info(scene[kGeomInfo], copy), links(scene[kBvhLinks], copy);
+  check_index_values(kOpName, "worlds", HostValues(worlds, copy), geom_xpos.size(0), "W = geom_xpos.size(0)",
+                     false, render::kSkipImage);
+  check_index_values(kOpName, "scene.geom_ids", ids, geom_xpos.size(1), "G = geom_xpos.size(1)", false);
+  if (pixels.numel()) {
+    check_index_values(kOpName, "pixels", HostValues(pixels, copy), height * width, "height * width", false);
+  }
   const int64_t N = links.size(0), T = scene[kTris].size(0);
-  const int32_t* gi = dptr<int32_t>(info);
-  const int32_t* lx = dptr<int32_t>(links);
+  const int32_t* gi = info.data<int32_t>();
+  const int32_t* lx = links.data<int32_t>();
   // Each mesh's BVH (a root shared by several geoms is walked once).
   std::map<int32_t, int64_t> mesh_depth;
   std::vector<char> seen(N, 0);
@@ -114,9 +114,10 @@ void check_render_values(const Tensor& geom_xpos, const Tensor& worlds, const Te
     }
     if (it->second > deepest) deepest = it->second, deepest_k = k;
   }
-  const int64_t top_depth = check_top_level(host(scene[kGeomParam]), host(scene[kTopLinks]), host(scene[kUnbounded]));
+  const int64_t top_depth = check_top_level(HostValues(scene[kGeomParam], copy), HostValues(scene[kTopLinks], copy),
+                                            HostValues(scene[kUnbounded], copy));
   FLYCUDA_CHECK(top_depth + 1 + deepest <= render::kStack, "the mesh of render-list geom ", deepest_k, " (geom id ",
-                deepest_k >= 0 ? dptr<int32_t>(ids)[deepest_k] : -1, ") has a BVH of depth ", deepest,
+                deepest_k >= 0 ? ids.data<int32_t>()[deepest_k] : -1, ") has a BVH of depth ", deepest,
                 " and the top level one of depth ", top_depth, ": a ray would need ", top_depth + 1 + deepest,
                 " stack entries, more than the traversal's ", render::kStack,
                 " (rebuild the scene with flycuda.render.pack_scene, whose BVHs are depth-limited)");

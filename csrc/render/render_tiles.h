@@ -32,11 +32,12 @@ extern const char* const kSceneFieldNames[kSceneFields];
 // index values: worlds, geom ids, pixel ids, every BVH's links and depth; these
 // read device tensors on the host) and returns the launch's RenderArgs and plan.
 // Nothing is written before it returns.
-render::RenderArgs render_args(FLYCUDA_RENDER_TILES_PARAMS, bool check_values, kernels::RenderPlan& plan);
+render::RenderArgs render_args(FLYCUDA_RENDER_TILES_PARAMS, bool check_values, kernels::RenderPlan& plan,
+                               const CopyToHost& copy = {});
 
 // The index-value checks alone (render_bvh.cpp): worlds, geom ids and types, pixel
 // ids, the mesh BVHs and the top level (links, leaves, depth against the stack).
 void check_render_values(const Tensor& geom_xpos, const Tensor& worlds, const TensorList& scene,
-                         const Tensor& pixels, int64_t height, int64_t width);
+                         const Tensor& pixels, int64_t height, int64_t width, const CopyToHost& copy = {});
 
 }  // namespace flycuda
