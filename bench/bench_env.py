@@ -134,14 +134,25 @@ class ByFlyGym:
         return self.obs, reward, done
 
 
-def glue_only(env, actions):
+class GlueOnly:
     """flycuda.env's control step without its physics (decimation 0): everything else it
-    does per step (actions, counters, terminations, observations, reward, resets)."""
-    n, env.decimation = env.decimation, 0
-    try:
-        env.step(actions)
-    finally:
-        env.decimation = n
+    does per step (actions, counters, terminations, observations, reward, resets). On CUDA
+    with its own captured graph: the env's graph holds its physics steps, and launching it
+    with decimation 0 would time them too (an H200 run did, and read the glue as the whole
+    step)."""
+
+    def __init__(self, env):
+        self.env, self.graph = env, None
+
+    def __call__(self, actions) -> None:
+        env = self.env
+        n, graph = env.decimation, env._graph
+        env.decimation, env._graph = 0, self.graph
+        try:
+            env.step(actions)  # the first call runs eagerly and captures the glue's graph
+            self.graph = env._graph
+        finally:
+            env.decimation, env._graph = n, graph
 
 
 def time_it(fn, steps: int, device) -> float:
@@ -272,8 +283,9 @@ def main() -> None:
         ref = env.obs_slice("reference")  # the same columns in both loops' observations
         ours = lambda: env.step(obs[:, ref].clone())  # noqa: E731  (both follow the reference: same contacts)
         theirs = lambda: hand.step(hand.obs[:, ref].clone())  # noqa: E731
-        glue = lambda: glue_only(env, obs[:, ref].clone())  # noqa: E731
-        for fn in (ours, theirs):  # warm-up: Warp's JIT
+        glue_only = GlueOnly(env)
+        glue = lambda: glue_only(obs[:, ref].clone())  # noqa: E731
+        for fn in (ours, theirs, glue):  # warm-up: Warp's JIT, and each graph's capture
             fn()
             fn()
         times = {"flycuda.env": [], base: [], "flycuda.env's glue alone": []}

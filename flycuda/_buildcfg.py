@@ -57,8 +57,11 @@ NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false", "-prec-div=true", "-prec-sqrt=
 CUDA_LIBRARIES = ["cudart_static", "rt", "pthread", "dl"]
 
 
-def cuda_version(v: int) -> str:
-    """"12.8" of CUDA's integer version 12080 (cudaRuntimeGetVersion, cuDriverGetVersion, Warp's)."""
+def cuda_version(v) -> str:
+    """"12.8" of CUDA's integer version 12080 (cudaRuntimeGetVersion, cuDriverGetVersion,
+    Warp's before 1.19) or of a (major, minor) tuple (Warp 1.19's get_cuda_driver_version)."""
+    if isinstance(v, (tuple, list)):
+        return f"{v[0]}.{v[1]}"
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 

@@ -73,7 +73,7 @@ def unusable_gpu(wp=None, index: int | None = None) -> str | None:
     wp = wp if wp is not None else import_warp()[0]
     if not wp.is_cuda_available():
         return None
-    driver = wp.get_cuda_driver_version()  # e.g. 12080 for CUDA 12.8
+    driver = wp.get_cuda_driver_version()  # 12080 for CUDA 12.8; (13, 0) from Warp 1.19
     drv = cuda_version(driver) if driver else "unknown"
     if torch.cuda.is_available():
         if not _ext.has_cuda_ops():

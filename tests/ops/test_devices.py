@@ -104,6 +104,13 @@ def test_replay_on_second_gpu():
 
 # --- how the extension is built --------------------------------------------------
 
+def test_cuda_version_reads_integers_and_warps_tuples():
+    """CUDA's integer versions and Warp 1.19's (major, minor) driver version (an H200 run
+    found the tuple: the replay's GPU check failed on it)."""
+    assert _buildcfg.cuda_version(12080) == "12.8" and _buildcfg.cuda_version(13000) == "13.0"
+    assert _buildcfg.cuda_version((13, 0)) == "13.0" and _buildcfg.cuda_version([12, 4]) == "12.4"
+
+
 def test_newest_arch_gets_ptx():
     assert _buildcfg.with_newest_ptx("8.0;8.6;8.9;9.0") == "8.0;8.6;8.9;9.0+PTX"
     assert _buildcfg.with_newest_ptx("9.0 8.0") == "9.0+PTX;8.0"
