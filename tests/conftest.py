@@ -16,7 +16,35 @@ import flycuda
 OSMESA = ctypes.util.find_library("OSMesa") is not None
 
 
+def pytest_addoption(parser):
+    parser.addoption("--sample-every", type=int, default=1, metavar="N",
+                     help="keep every N-th case of each test function (1: all); the GPU self-check's quick "
+                          "sanitizer runs use it to cover every test function in a fraction of the time")
+
+
+def sample_cases(items, every: int):
+    """(kept, dropped): every ``every``-th case of each test function, in collection order;
+    each function keeps its first case."""
+    if every <= 1:
+        return list(items), []
+    seen: dict = {}
+    kept, dropped = [], []
+    for item in items:
+        key = (str(item.path), getattr(item, "originalname", item.name))
+        n = seen[key] = seen.get(key, -1) + 1
+        (kept if n % every == 0 else dropped).append(item)
+    return kept, dropped
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: sample what runs
 def pytest_collection_modifyitems(config, items):
+    every = config.getoption("--sample-every")
+    if every < 1:
+        raise pytest.UsageError(f"--sample-every: expected a count >= 1, got {every}")
+    kept, dropped = sample_cases(items, every)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
     cuda_ok = flycuda.cuda_ready()
     warp_ok = all(importlib.util.find_spec(m) is not None for m in ("warp", "mujoco_warp"))
     skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU and flycuda built with CUDA")

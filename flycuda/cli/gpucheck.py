@@ -16,11 +16,30 @@ def add_parser(sub) -> None:
                    help="report folder (default $OUT, else out/gpu-check-<time>)")
     c.add_argument("--results", default=None, metavar="RESULTS.md",
                    help="where the dated section goes (default bench/RESULTS.md)")
+    c.add_argument("--quick", action="store_true",
+                   help="sized for a short lease: sanitizers on a sample of each op test's cases, one size per "
+                        "benchmark, a 5-iteration PPO curve")
+    c.add_argument("--only", default=None, metavar="GROUPS", type=_groups,
+                   help=f"comma-separated groups to run alone, of: {','.join(GROUPS)} (default: all)")
     c.set_defaults(run=run)
+
+
+GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "ppo", "vision")  # flycuda.gpucheck.GROUPS
+
+
+def _groups(text: str) -> list[str]:
+    """``--only``'s value: known group names, comma-separated."""
+    import argparse  # noqa: PLC0415
+
+    names = [g.strip() for g in text.split(",") if g.strip()]
+    unknown = [g for g in names if g not in GROUPS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"expected comma-separated groups of {','.join(GROUPS)}, got {text!r}")
+    return names
 
 
 def run(args) -> int:
     """Runs the self-check (the harness loads only now: it lists test files and tools)."""
     from .. import gpucheck  # noqa: PLC0415  (a developer's harness, loaded on use)
 
-    return gpucheck.main(args.out, args.results)
+    return gpucheck.main(args.out, args.results, quick=args.quick, only=args.only)

@@ -25,7 +25,8 @@ saying so, and the rest (environment, self-test, replay) runs. It writes
 ``report.txt``, ``report.json`` and a log per step into the output folder, and a
 dated section into ``--results`` (default: bench/RESULTS.md in a checkout, else
 RESULTS.md in the output folder); it ends with PASS or FAIL (exit status 0 or 1).
-Without a GPU it says so in one line and exits 1.
+Without a GPU it says so in one line and exits 1. ``--quick`` sizes the plan for a short
+lease and ``--only GROUPS`` runs some groups of steps alone (a lease split over calls).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -62,6 +64,9 @@ NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 SANITIZER_TOOLS = {"memcheck": ("oob", "Invalid __global__ write"),
                    "synccheck": ("divergent", "Barrier error"),
                    "initcheck": ("uninit", "Uninitialized __global__ memory read")}
+# What ``--only`` takes: each step belongs to one group.
+GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "ppo", "vision")
+QUICK_SAMPLE = 16  # --quick: the sanitizers run every 16th case of each op test function
 NEEDS_CHECKOUT = "needs a flycuda checkout (tests/ and bench/ are not installed with the package)"
 
 
@@ -84,6 +89,7 @@ class Step:
     expect_report: str = ""  # the step passes only if it fails with this in its output
     pytest: bool = False     # a pytest run: passes only if some test passed
     cwd: str | None = None   # default: the checkout (or the current folder)
+    group: str = ""          # what --only picks it by (GROUPS)
 
 
 @dataclasses.dataclass
@@ -183,58 +189,96 @@ def compute_sanitizer() -> str | None:
 
 def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
          sanitizer: str | None = None, root: str | None = ROOT, nvcc: str | None = None,
-         arch: str = "native", have_flygym: bool = True) -> list[Step]:
+         arch: str = "native", have_flygym: bool = True, quick: bool = False, xdist: bool = False) -> list[Step]:
     """The steps of the self-check, in order. ``root``: the checkout (None: an
     installed package, whose test and benchmark steps are skipped); ``nvcc``: the
     toolkit's nvcc for the sanitizer self-test (None: skipped, said why);
     ``have_flygym``: FlyGym (NeuroMechFly's eyes, its retina and CPU vision) for the
-    vision benchmark's GPU rows."""
-    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "needs_cuda"]
+    vision benchmark's GPU rows. ``quick``: the plan sized for a short lease (about 5
+    minutes on an H100/H200 without the benchmarks' long runs): the sanitizers run every
+    QUICK_SAMPLE-th case of each op test function (every function still runs), the
+    benchmarks one size, the PPO curve 5 iterations, and each test step a shorter time
+    limit (4 minutes for the CUDA tests, 100 s for each sanitizer: a step that needs more
+    fails as timed out); ``xdist``: pytest-xdist is there, so
+    the CUDA tests run in 8 processes."""
+    # -rfE: the failed tests by name at the end (a crashed xdist worker's test too)
+    pytest = [python, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "-m", "needs_cuda"]
     no_warp = "" if have_warp else "mujoco_warp/warp are not installed"
     no_tests = "" if root else NEEDS_CHECKOUT
     no_san = "" if sanitizer else "compute-sanitizer not found"
     tool = sanitizer or "compute-sanitizer"
-    steps = [Step("CUDA tests", pytest + ["tests"], skip=no_tests, pytest=True)]
+    sample = ["--sample-every", str(QUICK_SAMPLE)] if quick else []
+    steps = [Step("CUDA tests", pytest + (["-n", "8"] if xdist else []) + ["tests"], skip=no_tests, pytest=True,
+                  group="tests", timeout=240.0 if quick else 1800.0)]
     for name in SANITIZER_TOOLS:
         tests = OP_TESTS + (RENDER_TESTS if name == "memcheck" else [])
-        steps.append(Step(f"compute-sanitizer {name}", [tool, "--tool", name, "--error-exitcode", "1"] + pytest + tests,
-                          skip=no_san or no_tests, env=dict(NO_CACHING), pytest=True, timeout=3600.0))
+        steps.append(Step(f"compute-sanitizer {name}",
+                          [tool, "--tool", name, "--error-exitcode", "1"] + pytest + sample + tests,
+                          skip=no_san or no_tests, env=dict(NO_CACHING), pytest=True,
+                          timeout=100.0 if quick else 3600.0,
+                          group="sanitizer"))
     exe = os.path.join(out_dir, "gpucheck_selftest")
     no_nvcc = "" if nvcc else "nvcc not found (the CUDA toolkit builds the self-test)"
     steps.append(Step("sanitizer self-test build", [nvcc or "nvcc", f"-arch={arch}", "-lineinfo", "-o", exe,
-                                                    SELFTEST_SOURCE], skip=no_san or no_nvcc, timeout=600.0))
+                                                    SELFTEST_SOURCE], skip=no_san or no_nvcc, timeout=600.0,
+                      group="selftest"))
     for name, (mode, report) in SANITIZER_TOOLS.items():
         steps.append(Step(f"self-test: {name} catches '{mode}'", [tool, "--tool", name, "--error-exitcode", "1", exe, mode],
-                          skip=no_san or no_nvcc, expect_report=report, timeout=600.0))
+                          skip=no_san or no_nvcc, expect_report=report, timeout=60.0, group="selftest"))
         steps.append(Step(f"self-test: {name} passes 'clean'", [tool, "--tool", name, "--error-exitcode", "1", exe, "clean"],
-                          skip=no_san or no_nvcc, timeout=600.0))
+                          skip=no_san or no_nvcc, timeout=60.0, group="selftest"))
     steps.append(Step("graph-captured replay with rendering",
                       [python, "-m", "flycuda", "replay", "--device", "cuda", "--worlds", "64", "--duration", "0.05",
                        "--steps-per-graph", "5", "--render-every", "25", "--frames",
                        os.path.join(out_dir, "replay_frame.png"), "--json", os.path.join(out_dir, "replay.json"),
-                       "--no-progress"], skip=no_warp))
-    steps.append(Step("bench_ops", [python, "bench/bench_ops.py", "--device", "cuda", "--worlds", "100", "1000",
-                                    "4096", "--steps", "500", "--repeats", "3", "--no-record"] +
-                      ([] if have_warp else ["--no-warp"]), skip=no_tests))
-    steps.append(Step("bench_replay", [python, "bench/bench_replay.py", "--device", "cuda", "--worlds", "100",
-                                       "1000", "--steps", "200", "--repeats", "2", "--no-record"],
-                      skip=no_warp or no_tests))
-    steps.append(Step("bench_render", [python, "bench/bench_render.py", "--device", "cuda", "--worlds", "100",
-                                       "1000", "--sizes", "64x64", "320x240", "--frames", "5", "--repeats", "2",
-                                       "--no-record"], skip=no_warp or no_tests))
-    steps.append(Step("bench_env", [python, "bench/bench_env.py", "--device", "cuda", "--worlds", "1024", "4096",
-                                    "--steps", "50", "--rounds", "3", "--no-results"], skip=no_warp or no_tests))
-    steps.append(Step("PPO on flycuda.env (a learning curve)",
-                      [python, "examples/ppo.py", "--task", "imitate", "--worlds", "4096", "--iterations", "30",
-                       "--device", "cuda"], skip=no_warp or no_tests))
-    no_flygym = "" if have_flygym else "FlyGym is not installed (NeuroMechFly's eyes, FlyGym's retina and vision)"
-    steps.append(Step("bench_vision", [python, "bench/bench_vision.py", "--device", "cuda", "--worlds", "1000",
-                                       "8192", "--frames", "3", "--repeats", "2", "--hex", "", "--no-record"],
-                      skip=no_warp or no_tests or no_flygym, env={"MUJOCO_GL": "osmesa"}))
+                       "--no-progress"], skip=no_warp, group="replay"))
+    steps += benchmarks(python, quick, no_warp=no_warp, no_tests=no_tests,
+                        no_flygym="" if have_flygym else "FlyGym is not installed (NeuroMechFly's eyes, FlyGym's "
+                                                         "retina and vision)")
     if root:
         for st in steps:
             st.cwd = root
     return steps
+
+
+def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym: str) -> list[Step]:
+    """The benchmark steps (one size each when ``quick``), the PPO curve and the eyes."""
+    def pick(full: str, short: str) -> list[str]:  # "100 1000" -> ["100", "1000"]
+        return (short if quick else full).split()
+
+    py = [python]
+    limit = {"timeout": 150.0} if quick else {}
+    return [
+        Step("bench_ops", py + ["bench/bench_ops.py", "--device", "cuda", "--worlds", *pick("100 1000 4096", "4096"),
+                                "--steps", *pick("500", "200"), "--repeats", *pick("3", "2"), "--no-record"]
+             + (["--no-warp"] if no_warp else []), skip=no_tests, group="bench", **limit),
+        Step("bench_replay", py + ["bench/bench_replay.py", "--device", "cuda", "--worlds", *pick("100 1000", "1000"),
+                                   "--steps", *pick("200", "100"), "--repeats", *pick("2", "1"), "--no-record"],
+             skip=no_warp or no_tests, group="bench", **limit),
+        Step("bench_render", py + ["bench/bench_render.py", "--device", "cuda", "--worlds", *pick("100 1000", "1000"),
+                                   "--sizes", *pick("64x64 320x240", "64x64"), "--frames", *pick("5", "3"),
+                                   "--repeats", *pick("2", "1"), "--no-record"], skip=no_warp or no_tests, group="bench", **limit),
+        Step("bench_env", py + ["bench/bench_env.py", "--device", "cuda", "--worlds", *pick("1024 4096", "4096"),
+                                "--steps", *pick("50", "20"), "--rounds", *pick("3", "1"), "--no-results"],
+             skip=no_warp or no_tests, group="bench", **limit),
+        Step("PPO on flycuda.env (a learning curve)",
+             py + ["examples/ppo.py", "--task", "imitate", "--worlds", "4096", "--iterations", *pick("30", "5"),
+                   "--device", "cuda"], skip=no_warp or no_tests, group="ppo"),
+        Step("bench_vision", py + ["bench/bench_vision.py", "--device", "cuda", "--worlds", "1000", "8192",
+                                   "--frames", "3", "--repeats", "2", "--hex", "", "--no-record"],
+             skip=no_warp or no_tests or no_flygym, env={"MUJOCO_GL": "osmesa"}, group="vision"),
+    ]
+
+
+def select(steps: list[Step], only: list[str] | None) -> list[Step]:
+    """The steps of the groups in ``only`` (all when None), in plan order."""
+    if only is None:
+        return steps
+    unknown = sorted(set(only) - set(GROUPS))
+    if unknown:
+        raise ValueError(f"gpu-check --only: unknown group(s) {', '.join(unknown)}; expected some of "
+                         f"{', '.join(GROUPS)}")
+    return [st for st in steps if st.group in only]
 
 
 def _summary_line(text: str) -> str:
@@ -251,6 +295,12 @@ def judge(step: Step, returncode: int, text: str) -> tuple[bool, str]:
     checked nothing); a self-test step only if the tool failed *and* printed the
     report it must print."""
     summary = _summary_line(text)
+    if returncode < 0:  # killed by a signal (a crash leaves no closing line of its own)
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        summary = f"crashed ({name})" + (f": {summary}" if summary else "")
     if step.expect_report:
         caught = returncode != 0 and step.expect_report in text
         return caught, (f"caught: {step.expect_report!r}" if caught else
@@ -267,9 +317,11 @@ def run_step(step: Step) -> Outcome:
     if step.skip:
         return Outcome(step.name, "skip", 0.0, step.skip)
     t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **step.env)
+    if step.cwd:  # a checkout: its flycuda for the scripts under bench/ and examples/, installed or not
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (step.cwd, env.get("PYTHONPATH", "")) if p)
     try:
-        res = subprocess.run(step.argv, cwd=step.cwd, capture_output=True, text=True, timeout=step.timeout,
-                             env=dict(os.environ, PYTHONUNBUFFERED="1", **step.env))
+        res = subprocess.run(step.argv, cwd=step.cwd, capture_output=True, text=True, timeout=step.timeout, env=env)
         text = res.stdout + res.stderr
         ok, summary = judge(step, res.returncode, text)
     except subprocess.TimeoutExpired as e:
@@ -278,7 +330,7 @@ def run_step(step: Step) -> Outcome:
         ok, summary = False, f"timed out after {step.timeout:.0f} s"
     except OSError as e:
         text, ok, summary = f"could not start: {e}", False, f"could not start: {e}"
-    return Outcome(step.name, "pass" if ok else "fail", time.perf_counter() - t0, summary, text[-20000:])
+    return Outcome(step.name, "pass" if ok else "fail", time.perf_counter() - t0, summary, text)
 
 
 def write_report(env: dict, outcomes: list[Outcome], out_dir: str, results_md: str) -> str:
@@ -298,7 +350,8 @@ def write_report(env: dict, outcomes: list[Outcome], out_dir: str, results_md: s
     text = "\n".join(lines) + "\n"
     for name, data in (("report.txt", text),
                        ("report.json", json.dumps({"env": env, "passed": passed,
-                                                   "steps": [dataclasses.asdict(o) for o in outcomes]}, indent=1))):
+                                                   "steps": [dict(dataclasses.asdict(o), output=o.output[-20000:])
+                                                             for o in outcomes]}, indent=1))):
         tmp = os.path.join(out_dir, name + ".part")
         with open(tmp, "w") as f:
             f.write(data)
@@ -326,8 +379,10 @@ def default_results(out_dir: str, root: str | None) -> str:
     return os.path.join(root, "bench", "RESULTS.md") if root else os.path.join(out_dir, "RESULTS.md")
 
 
-def main(out_dir: str | None = None, results_md: str | None = None) -> int:
-    """Runs the self-check; returns the exit status."""
+def main(out_dir: str | None = None, results_md: str | None = None, quick: bool = False,
+         only: list[str] | None = None) -> int:
+    """Runs the self-check; returns the exit status. ``quick``: the plan sized for a short
+    lease (see :func:`plan`); ``only``: run the steps of these GROUPS alone."""
 
     if not torch.cuda.is_available():
         print("flycuda gpu-check: no CUDA GPU is visible to torch (torch.cuda.is_available() is False); "
@@ -352,8 +407,9 @@ def main(out_dir: str | None = None, results_md: str | None = None) -> int:
     outcomes = []
 
     have_flygym = sys.version_info >= (3, 12) and importlib.util.find_spec("flygym") is not None
-    for step in plan(out_dir, have_warp=have_warp, sanitizer=env["compute_sanitizer"], root=root, nvcc=find_nvcc(),
-                     have_flygym=have_flygym):
+    steps = plan(out_dir, have_warp=have_warp, sanitizer=env["compute_sanitizer"], root=root, nvcc=find_nvcc(),
+                 have_flygym=have_flygym, quick=quick, xdist=importlib.util.find_spec("xdist") is not None)
+    for step in select(steps, only):
         print(f"gpu-check: {step.name} ...", flush=True)
         o = run_step(step)
         print(f"gpu-check: {step.name}: {o.status.upper()} ({o.seconds:.0f} s) {o.summary}", flush=True)

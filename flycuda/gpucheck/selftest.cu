@@ -5,7 +5,7 @@
 //
 //   gpucheck_selftest clean        in-bounds, initialized, uniform barrier: no report
 //   gpucheck_selftest oob          writes one float past a cudaMalloc'd buffer (memcheck)
-//   gpucheck_selftest divergent    __syncthreads() reached by half of a block (synccheck)
+//   gpucheck_selftest divergent    two __syncthreads(), each reached by half of every warp (synccheck)
 //   gpucheck_selftest uninit       reads device memory nothing wrote (initcheck)
 //
 // Exit status 0 when the kernel ran (the tool's own exit status, with
@@ -33,11 +33,21 @@ __global__ void oob_kernel(float* out, int n) {
 }
 
 __global__ void divergent_kernel(float* out, int n) {
+  // Two barrier instructions, each reached by half of every warp (lanes 0-15 at one,
+  // 16-31 at the other), both halves alive: a warp diverged at __syncthreads(). (Whole
+  // warps at different barrier sites, or half of the block at a barrier and the other
+  // half exited, is legal from Volta on: synccheck rightly passed the first version of
+  // this kernel on an H200.) Not yet run on a GPU in this form; gpu-check gives it 60 s.
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (threadIdx.x < blockDim.x / 2) {
-    __syncthreads();  // only half of the block gets here
+  if ((threadIdx.x & 31) < 16) {
+    if (i < n) out[i] = 1.f;
+    __syncthreads();
+    if (i < n) out[i] += 2.f;
+  } else {
+    if (i < n) out[i] = 3.f;
+    __syncthreads();
+    if (i < n) out[i] *= 4.f;
   }
-  if (i < n) out[i] = 1.f;
 }
 
 __global__ void uninit_kernel(const float* never_written, float* out, int n) {

@@ -12,6 +12,8 @@ import torch
 from flycuda import gpucheck
 from flycuda.driver import driver_cuda
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 def test_without_gpu_says_so_in_one_line_and_fails():
@@ -199,3 +201,68 @@ def test_main_from_an_installed_package(tmp_path, monkeypatch, capsys):
     assert err.count(gpucheck.NEEDS_CHECKOUT) == 1
     assert (tmp_path / "rep" / "report.txt").exists() and (tmp_path / "rep" / "RESULTS.md").exists()
     assert {st.name for st in ran if not st.skip} >= {"sanitizer self-test build", "graph-captured replay with rendering"}
+
+
+def test_quick_plan_fits_a_short_lease(tmp_path):
+    """--quick: the sanitizers sample each op test function's cases, every benchmark runs
+    one size, PPO 5 iterations; with pytest-xdist the CUDA tests run in 8 processes."""
+    full = {s.name: s for s in gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc")}
+    quick = {s.name: s for s in gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc",
+                                              quick=True, xdist=True)}
+    assert list(quick) == list(full) == STEPS
+    for tool in gpucheck.SANITIZER_TOOLS:
+        argv = quick[f"compute-sanitizer {tool}"].argv
+        assert argv[argv.index("--sample-every") + 1] == str(gpucheck.QUICK_SAMPLE)
+        assert "--sample-every" not in full[f"compute-sanitizer {tool}"].argv
+    assert quick["CUDA tests"].argv[-3:] == ["-n", "8", "tests"] and "-n" not in full["CUDA tests"].argv
+    worlds = quick["bench_ops"].argv
+    assert worlds[worlds.index("--worlds") + 1:worlds.index("--steps")] == ["4096"]
+    ppo = quick["PPO on flycuda.env (a learning curve)"].argv
+    assert ppo[ppo.index("--iterations") + 1] == "5"
+    assert {s.group for s in full.values()} == set(gpucheck.GROUPS)
+
+
+def test_only_runs_the_groups_named(tmp_path):
+    steps = gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc")
+    picked = gpucheck.select(steps, ["selftest", "tests"])
+    assert [s.name for s in picked] == [STEPS[0]] + STEPS[4:11]  # the CUDA tests, the sanitizers' self-test
+    assert gpucheck.select(steps, None) == steps
+    with pytest.raises(ValueError, match="unknown group.*nope"):
+        gpucheck.select(steps, ["nope"])
+    from flycuda.cli import gpucheck as cli  # the CLI's copy of the groups (it loads the harness only on use)
+
+    assert cli.GROUPS == gpucheck.GROUPS
+    proc = subprocess.run([sys.executable, "-m", "flycuda", "gpu-check", "--only", "tests,nope"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "--only" in proc.stderr and "'tests,nope'" in proc.stderr
+
+
+def test_sample_every_keeps_every_nth_case_of_each_function():
+    """The tests' --sample-every N (the quick sanitizer runs): of each test function's
+    cases that -m/-k leave, the 1st, (N+1)th, ...; every function keeps one."""
+    def collected(*extra):
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                              "-m", "not emu", "tests/ops/test_spline_to_ctrl.py", *extra],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+        return [ln for ln in out.stdout.splitlines() if "::" in ln]
+
+    every = collected()
+    sampled = collected("--sample-every", "3")
+    by_function: dict = {}
+    for name in every:
+        by_function.setdefault(name.split("[")[0], []).append(name)
+    assert sampled == [n for cases in by_function.values() for n in cases[::3]]
+    assert len(sampled) < len(every) and {n.split("[")[0] for n in sampled} == set(by_function)
+
+
+def test_a_crash_is_named_and_scripts_see_the_checkout(tmp_path):
+    """A step killed by a signal says so (a segfault prints no closing line); a step run
+    from a checkout finds its flycuda through PYTHONPATH (bench/ scripts, no install)."""
+    ok, summary = gpucheck.judge(gpucheck.Step("x", ["x"], pytest=True), -11, "")
+    assert not ok and summary == "crashed (SIGSEGV)"
+    ok, summary = gpucheck.judge(gpucheck.Step("x", ["x"]), -6, "Fatal Python error: Aborted\n")
+    assert not ok and summary.startswith("crashed (SIGABRT)")
+    probe = gpucheck.Step("probe", [sys.executable, "-c", "import os; print(os.environ['PYTHONPATH'])"],
+                          cwd=str(tmp_path))
+    out = gpucheck.run_step(probe)
+    assert out.status == "pass" and out.output.split()[0].split(os.pathsep)[0] == str(tmp_path)

@@ -20,13 +20,14 @@ import sys
 import numpy as np
 import pytest
 import torch
-import warp as wp
 
-import flycuda
-from flycuda import flygym as fg
-from flycuda.errors import FlyGymError
-from flycuda.replay import ReplayError, replay
-from flycuda.sim import BridgeError, Motion, MotionError
+wp = pytest.importorskip("warp")  # FlyGym's tutorial kernels below are Warp kernels
+
+import flycuda  # noqa: E402
+from flycuda import flygym as fg  # noqa: E402
+from flycuda.errors import FlyGymError  # noqa: E402
+from flycuda.replay import ReplayError, replay  # noqa: E402
+from flycuda.sim import BridgeError, Motion, MotionError  # noqa: E402
 
 needs_flygym = pytest.mark.needs_flygym
 W, STEPS, WARMUP = 3, 200, 20  # worlds, compared steps, warm-up steps (FlyGym's sim.warmup)
