@@ -1,7 +1,7 @@
-"""FlyGym's hybrid turning controller for W worlds: flycuda.control's batched twin (one call for
-all worlds) against W of FlyGym's own instances stepped from Python (what a user of
-GPUSimulation runs today), interleaved in one run, fed the same inputs. Needs FlyGym (the
-FlyGym lane).
+"""FlyGym's hybrid turning controller and its rule-based controller for W worlds: flycuda.control's
+batched twins (one call for all worlds) against W of FlyGym's own instances stepped from Python
+(what a user of GPUSimulation runs today), interleaved in one run, fed the same inputs. Needs
+FlyGym (the FlyGym lane).
 
     python bench/bench_control.py [--worlds 64] [--steps 300] [--repeats 3] [--device cpu] [--no-results]
 """
@@ -47,6 +47,37 @@ def run_flygym(ctrls, drive, obs) -> float:
     return time.perf_counter() - t0
 
 
+def timed(fn, device: str = "cpu") -> float:
+    t0 = time.perf_counter()
+    fn()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def rule_rows(W: int, steps: int, repeats: int, device: str) -> list[list]:
+    """The rule-based controller: flycuda's RuleBasedController (rule_step, one launch) against
+    W of FlyGym's, interleaved step by step."""
+    from flygym_demo.complex_terrain.rule_based_controller import RuleBasedController as FlyGymRules
+
+    from flycuda.control import RuleBasedController
+
+    ours = RuleBasedController(W, DT, device=device, seed=0)
+    theirs = [FlyGymRules(timestep=DT, seed=w) for w in range(W)]
+    t_ours, t_theirs = [], []
+    for _ in tqdm(range(repeats), desc="repeats (rules)", leave=False):
+        a = b = 0.0
+        for _ in range(steps):
+            a += timed(ours.step, device)
+            b += timed(lambda: [c.step() for c in theirs])
+        t_ours.append(a / steps)
+        t_theirs.append(b / steps)
+    ours_s, theirs_s = min(t_ours), min(t_theirs)
+    return [["flycuda.control.RuleBasedController (rule_step, one launch)", W, f"{ours_s * 1e3:.3f}",
+             f"{W / ours_s:,.0f}", f"{theirs_s / ours_s:.1f}x"],
+            ["FlyGym RuleBasedController x W", W, f"{theirs_s * 1e3:.3f}", f"{W / theirs_s:,.0f}", "1.0x"]]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worlds", type=int, default=64)
@@ -76,10 +107,12 @@ def main(argv=None) -> None:
     rows = [["flycuda.control (hybrid_step, one launch)", W, f"{ours_s * 1e3:.3f}", f"{W / ours_s:,.0f}",
              f"{theirs_s / ours_s:.1f}x"],
             ["FlyGym HybridTurningController x W", W, f"{theirs_s * 1e3:.3f}", f"{W / theirs_s:,.0f}", "1.0x"]]
+    rows += rule_rows(W, args.steps, args.repeats, args.device)
     table = format_table(["controller", "worlds", "ms per step", "world-steps/s", "vs FlyGym"], rows)
     print(table)
     if not args.no_results:
-        append_results("bench_control: FlyGym's hybrid turning controller for W worlds", args.device, table,
+        append_results("bench_control: FlyGym's hybrid turning and rule-based controllers for W worlds", args.device,
+                       table,
                        notes=f"best of {args.repeats} repeats of {args.steps} steps, interleaved step by step, same "
                              "inputs; flycuda's time includes the class's input checks and float64 conversions "
                              "around the op's CPU twin")

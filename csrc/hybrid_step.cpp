@@ -6,13 +6,15 @@
 #include "common.h"
 
 #include <climits>
+#include <iterator>
+#include <utility>
 
 namespace flycuda {
-namespace {
+namespace walking {
 
-constexpr const char* kOpName = "hybrid_step";
-
-void expect(const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape, const Tensor& ctrl) {
+void expect(const char* op, const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape,
+            const Tensor& ctrl) {
+  const char* kOpName = op;
   FLYCUDA_CHECK(t.device() == ctrl.device(), "argument '", name, "' must be on ", ctrl.device(),
                 " (the device of 'ctrl'), got ", t.device());
   FLYCUDA_CHECK(t.scalar_type() == dt, "argument '", name, "' must have dtype ", dt, ", got ", t.scalar_type());
@@ -23,56 +25,75 @@ void expect(const Tensor& t, const char* name, ScalarType dt, std::vector<int64_
                 strides_of(t));
 }
 
-}  // namespace
+void check_ctrl_shape(const char* op, const Tensor& ctrl) {
+  const char* kOpName = op;
+  FLYCUDA_CHECK(ctrl.scalar_type() == kFloat && ctrl.dim() == 2, "argument 'ctrl' must be a float32 [W, nu] "
+                "tensor, got ", ctrl.scalar_type(), " of shape ", sizes_of(ctrl));
+}
 
-kernels::HybridPlan check_hybrid_step(const HybridArgs& a) {
-  FLYCUDA_CHECK(a.ctrl.scalar_type() == kFloat && a.ctrl.dim() == 2, "argument 'ctrl' must be a float32 [W, nu] "
-                "tensor, got ", a.ctrl.scalar_type(), " of shape ", sizes_of(a.ctrl));
-  const int64_t W = a.ctrl.size(0), nu = a.ctrl.size(1);
-  const ScalarType st = a.drive.scalar_type();
-  FLYCUDA_CHECK(st == kFloat || st == kDouble, "argument 'drive' must have dtype Float or Double, got ", st);
-  expect(a.drive, "drive", st, {W, 2}, a.ctrl);
-  expect(a.thorax_z, "thorax_z", st, {W}, a.ctrl);
-  expect(a.tarsus5_z, "tarsus5_z", st, {W, kernels::kLegs}, a.ctrl);
-  expect(a.stumbling_forces, "stumbling_forces", st, {W, kernels::kLegs, 3, 3}, a.ctrl);
-  expect(a.heading, "heading", st, {W, 3}, a.ctrl);
-  expect(a.params, "params", kDouble, {kernels::kParCount}, a.ctrl);
-  expect(a.state, "state", kDouble, {W, kernels::kStateRows, kernels::kLegs}, a.ctrl);
-  expect(a.persistence, "persistence", kLong, {W, kernels::kLegs}, a.ctrl);
-  FLYCUDA_CHECK(a.act_ids.device() == a.ctrl.device() &&
-                    (a.act_ids.scalar_type() == kInt || a.act_ids.scalar_type() == kLong) && a.act_ids.dim() == 1 &&
-                    a.act_ids.size(0) == kernels::kHybridColumns && a.act_ids.is_contiguous(),
+kernels::HybridPlan check_ctrl(const char* op, const Tensor& act_ids, const Tensor& ctrl,
+                               std::initializer_list<Named> inputs, std::initializer_list<Named> outputs) {
+  const char* kOpName = op;
+  const int64_t W = ctrl.size(0), nu = ctrl.size(1);
+  FLYCUDA_CHECK(act_ids.device() == ctrl.device() &&
+                    (act_ids.scalar_type() == kInt || act_ids.scalar_type() == kLong) && act_ids.dim() == 1 &&
+                    act_ids.size(0) == kernels::kHybridColumns && act_ids.is_contiguous(),
                 "argument 'act_ids' must be a contiguous int32/int64 [", kernels::kHybridColumns,
-                "] tensor on ", a.ctrl.device(), " (the ctrl columns of the 42 joint angles, then the 6 adhesion "
-                "actuators), got ", a.act_ids.scalar_type(), " of shape ", sizes_of(a.act_ids), " on ",
-                a.act_ids.device());
-  FLYCUDA_CHECK(!has_internal_overlap(a.ctrl), "argument 'ctrl' must not have overlapping memory (e.g. an expanded "
-                "tensor), got shape ", sizes_of(a.ctrl), " strides ", strides_of(a.ctrl));
-  const std::pair<const char*, const Tensor*> inputs[] = {
-      {"drive", &a.drive}, {"thorax_z", &a.thorax_z}, {"tarsus5_z", &a.tarsus5_z},
-      {"stumbling_forces", &a.stumbling_forces}, {"heading", &a.heading}, {"params", &a.params},
-      {"act_ids", &a.act_ids}};
-  const std::pair<const char*, const Tensor*> outputs[] = {
-      {"state", &a.state}, {"persistence", &a.persistence}, {"ctrl", &a.ctrl}};
-  for (const auto& [out_name, out] : outputs) {
+                "] tensor on ", ctrl.device(), " (the ctrl columns of the 42 joint angles, then the 6 adhesion "
+                "actuators), got ", act_ids.scalar_type(), " of shape ", sizes_of(act_ids), " on ", act_ids.device());
+  FLYCUDA_CHECK(!has_internal_overlap(ctrl), "argument 'ctrl' must not have overlapping memory (e.g. an expanded "
+                "tensor), got shape ", sizes_of(ctrl), " strides ", strides_of(ctrl));
+  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
     for (const auto& [in_name, in] : inputs) {
-      FLYCUDA_CHECK(!may_share_memory(*out, *in), "argument '", out_name, "' must not share memory with argument '",
-                    in_name, "'");
+      FLYCUDA_CHECK(!may_share_memory(*out->second, *in), "argument '", out->first,
+                    "' must not share memory with argument '", in_name, "'");
+    }
+    for (auto other = std::next(out); other != outputs.end(); ++other) {
+      FLYCUDA_CHECK(!may_share_memory(*out->second, *other->second), "argument '", out->first,
+                    "' must not share memory with argument '", other->first, "'");
     }
   }
-  FLYCUDA_CHECK(!may_share_memory(a.state, a.persistence) && !may_share_memory(a.state, a.ctrl) &&
-                    !may_share_memory(a.persistence, a.ctrl),
-                "arguments 'state', 'persistence' and 'ctrl' must not share memory");
   FLYCUDA_CHECK(W <= INT32_MAX, "W = ", W, " must be < 2^31 (32-bit thread indices)");
-  if (checks_values_here(a.ctrl)) {
-    check_index_values(kOpName, "act_ids", HostValues(a.act_ids), nu, "nu = ctrl.size(1)", true);
+  if (checks_values_here(ctrl)) {
+    check_index_values(kOpName, "act_ids", HostValues(act_ids), nu, "nu = ctrl.size(1)", true);
   }
   kernels::HybridPlan p;
   p.W = W;
   p.nu = nu;
-  p.ctrl_s0 = a.ctrl.stride(0);
-  p.ctrl_s1 = a.ctrl.stride(1);
+  p.ctrl_s0 = ctrl.stride(0);
+  p.ctrl_s1 = ctrl.stride(1);
   return p;
+}
+
+}  // namespace walking
+
+namespace {
+
+constexpr const char* kOpName = "hybrid_step";
+
+}  // namespace
+
+kernels::HybridPlan check_hybrid_step(const HybridArgs& a) {
+  walking::check_ctrl_shape(kOpName, a.ctrl);
+  const int64_t W = a.ctrl.size(0);
+  const ScalarType st = a.drive.scalar_type();
+  FLYCUDA_CHECK(st == kFloat || st == kDouble, "argument 'drive' must have dtype Float or Double, got ", st);
+  const auto expect = [&](const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape) {
+    walking::expect(kOpName, t, name, dt, std::move(shape), a.ctrl);
+  };
+  expect(a.drive, "drive", st, {W, 2});
+  expect(a.thorax_z, "thorax_z", st, {W});
+  expect(a.tarsus5_z, "tarsus5_z", st, {W, kernels::kLegs});
+  expect(a.stumbling_forces, "stumbling_forces", st, {W, kernels::kLegs, 3, 3});
+  expect(a.heading, "heading", st, {W, 3});
+  expect(a.params, "params", kDouble, {kernels::kParCount});
+  expect(a.state, "state", kDouble, {W, kernels::kStateRows, kernels::kLegs});
+  expect(a.persistence, "persistence", kLong, {W, kernels::kLegs});
+  return walking::check_ctrl(kOpName, a.act_ids, a.ctrl,
+                             {{"drive", &a.drive}, {"thorax_z", &a.thorax_z}, {"tarsus5_z", &a.tarsus5_z},
+                              {"stumbling_forces", &a.stumbling_forces}, {"heading", &a.heading},
+                              {"params", &a.params}, {"act_ids", &a.act_ids}},
+                             {{"state", &a.state}, {"persistence", &a.persistence}, {"ctrl", &a.ctrl}});
 }
 
 namespace {

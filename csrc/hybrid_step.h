@@ -26,4 +26,19 @@ struct HybridArgs {
 // Validates every argument; on the CPU also act_ids' values (in [0, nu), no repeats).
 kernels::HybridPlan check_hybrid_step(const HybridArgs& a);
 
+// The checks both walking-controller ops (hybrid_step, rule_step) make, their messages
+// prefixed with `op`'s name.
+namespace walking {
+using Named = std::pair<const char*, const Tensor*>;
+// t: on ctrl's device, of dtype dt and exactly `shape`, contiguous.
+void expect(const char* op, const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape,
+            const Tensor& ctrl);
+// ctrl float32 [W, nu] without overlapping memory, act_ids [48] on its device, no output sharing
+// memory with an input or another output, W < 2^31, and on the CPU act_ids' values; the plan.
+kernels::HybridPlan check_ctrl(const char* op, const Tensor& act_ids, const Tensor& ctrl,
+                               std::initializer_list<Named> inputs, std::initializer_list<Named> outputs);
+// ctrl float32 [W, nu] (the first check: every shape is read from it).
+void check_ctrl_shape(const char* op, const Tensor& ctrl);
+}  // namespace walking
+
 }  // namespace flycuda

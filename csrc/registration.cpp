@@ -91,6 +91,11 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "hybrid_step(Tensor drive, Tensor thorax_z, Tensor tarsus5_z, Tensor stumbling_forces, Tensor heading, "
       "Tensor params, Tensor(a!) state, Tensor(b!) persistence, Tensor act_ids, Tensor(c!) ctrl) -> ()");
+  // FlyGym's rule-based walking controller (Walknet's rules over the preprogrammed steps), one
+  // world per thread (csrc/kernels/rule_step.cuh): params (flycuda.ops.hybrid_params, no swing
+  // extension) and rules (flycuda.ops.rule_params) advance state [W, 5, 6] and each world's
+  // MT19937 stream rng [W, 626] by one step and write 42 angles and 6 adhesions into ctrl.
+  m.def("rule_step(Tensor params, Tensor rules, Tensor(a!) state, Tensor(b!) rng, Tensor act_ids, Tensor(c!) ctrl) -> ()");
   // Ray-cast every selected world's cameras into RGB tiles (or a mosaic), planar
   // depth and geom-id segmentation: scene = flycuda.ops.scene_layout.Scene.FIELDS in order,
   // pixels = pixel ids to cast (empty: all); see csrc/kernels/render_tiles.cuh.

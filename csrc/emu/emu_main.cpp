@@ -14,6 +14,7 @@
 #include "kernels/advance_step.cuh"
 #include "kernels/episode.cuh"
 #include "kernels/hybrid_step.cuh"
+#include "kernels/rule_step.cuh"
 #include "kernels/motion_to_ctrl.cuh"
 #include "kernels/pool_ommatidia.cuh"
 #include "kernels/record.cuh"
@@ -337,7 +338,6 @@ void save_launch_log(Case& c) {
   c.save("launches");
 }
 
-// A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
 // As csrc/cuda/hybrid_step.cu: the sensory inputs in one floating type (drive's), act_ids
 // int32 or int64, ctrl strided (its base buffer, ctrl_offset, ctrl_s0/ctrl_s1); outputs the
 // state, the persistence counters and ctrl.
@@ -360,6 +360,21 @@ void run_hybrid_step(Case& c) {
   for (const char* name : {"state", "persistence", "ctrl"}) c.save(name);
 }
 
+// As csrc/cuda/rule_step.cu: act_ids int32 or int64, ctrl strided; outputs the state, each
+// world's random stream and ctrl.
+void run_rule_step(Case& c) {
+  k::RulePlan p;
+  p.W = c.i64("W"), p.nu = c.i64("nu"), p.ctrl_s0 = c.i64("ctrl_s0"), p.ctrl_s1 = c.i64("ctrl_s1");
+  float* ctrl = c.arr("ctrl").data<float>() + c.i64("ctrl_offset");
+  with_index_type(c.arr("act_ids"), [&](auto* tag) {
+    using index_t = std::remove_pointer_t<decltype(tag)>;
+    k::launch_rule_step(kLaunch, c.ptr<double>("params"), c.ptr<double>("rules"), c.ptr<double>("state"),
+                        c.ptr<int64_t>("rng"), c.arr("act_ids").data<index_t>(), ctrl, p);
+  });
+  for (const char* name : {"state", "rng", "ctrl"}) c.save(name);
+}
+
+// A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
 // after FLYCUDA_EMU_TIMEOUT seconds (default 300) the program says so and exits.
 void on_alarm(int) {
   const char msg[] = "flycuda emu: watchdog: still running after FLYCUDA_EMU_TIMEOUT seconds (a kernel hangs?)\n";
@@ -382,6 +397,7 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"episode_step", run_episode_step},
       {"reset_worlds", run_reset_worlds},
       {"hybrid_step", run_hybrid_step},
+      {"rule_step", run_rule_step},
       {"render_tiles", run_render_tiles},
   };
   return table;

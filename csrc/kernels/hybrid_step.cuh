@@ -71,6 +71,19 @@ struct HybridPlan {
   FLYCUDA_HOST_DEVICE int64_t threads() const { return W; }
 };
 
+// Leg l's outputs into world w's ctrl row: its seven angles in FlyGym's default order (slot m
+// reads angle dof_order(m)), then its adhesion (1/0); ids outside [0, nu) are skipped.
+template <typename index_t>
+FLYCUDA_HOST_DEVICE inline void write_leg(const index_t* act_ids, float* ctrl, const HybridPlan& p, int64_t w, int l,
+                                          const double* angles, bool adhesion) {
+  for (int m = 0; m < kLegDofs; ++m) {
+    const int64_t c = static_cast<int64_t>(act_ids[l * kLegDofs + m]);
+    if (c >= 0 && c < p.nu) ctrl[w * p.ctrl_s0 + c * p.ctrl_s1] = static_cast<float>(angles[dof_order(m)]);
+  }
+  const int64_t c = static_cast<int64_t>(act_ids[kLegs * kLegDofs + l]);
+  if (c >= 0 && c < p.nu) ctrl[w * p.ctrl_s0 + c * p.ctrl_s1] = adhesion ? 1.0f : 0.0f;
+}
+
 // a % b as Python and NumPy compute it for floats (C's fmod, then b's sign; a zero is +0.0).
 FLYCUDA_HOST_DEVICE inline double py_mod(double a, double b) {
   double m = fmod(a, b);
@@ -270,12 +283,7 @@ FLYCUDA_HOST_DEVICE inline void hybrid_one(const sense_t* drive, const sense_t* 
     st[kStatePhase * kLegs + l] = th[l];
     st[kStateMagnitude * kLegs + l] = r[l];
     const bool adhesion = sc[kScAdhesion] != 0.0 && !(reduced > 0.0 && reduced < par[kParAdhesionEnd + l]);
-    for (int m = 0; m < kLegDofs; ++m) {
-      const int64_t c = static_cast<int64_t>(act_ids[l * kLegDofs + m]);
-      if (c >= 0 && c < p.nu) ctrl[w * p.ctrl_s0 + c * p.ctrl_s1] = static_cast<float>(angles[dof_order(m)]);
-    }
-    const int64_t c = static_cast<int64_t>(act_ids[kLegs * kLegDofs + l]);
-    if (c >= 0 && c < p.nu) ctrl[w * p.ctrl_s0 + c * p.ctrl_s1] = adhesion ? 1.0f : 0.0f;
+    write_leg(act_ids, ctrl, p, w, l, angles, adhesion);
   }
 }
 

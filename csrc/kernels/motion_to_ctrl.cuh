@@ -36,10 +36,12 @@ namespace flycuda {
 #define FLYCUDA_DMUL(a, b) __dmul_rn((a), (b))
 #define FLYCUDA_DADD(a, b) __dadd_rn((a), (b))
 #define FLYCUDA_DSUB(a, b) __dsub_rn((a), (b))
+#define FLYCUDA_DDIV(a, b) __ddiv_rn((a), (b))
 #else
 #define FLYCUDA_DMUL(a, b) ((a) * (b))
 #define FLYCUDA_DADD(a, b) ((a) + (b))
 #define FLYCUDA_DSUB(a, b) ((a) - (b))
+#define FLYCUDA_DDIV(a, b) ((a) / (b))
 #endif
 
 struct FrameSample {

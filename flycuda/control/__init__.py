@@ -5,17 +5,21 @@
 * :mod:`.hybrid`: :class:`CPGController`, :class:`HybridController` (retraction and stumbling
   rules, adhesion) and :class:`HybridTurningController` (two descending drives), each a batch
   of FlyGym's own (``flygym_demo.complex_terrain``), equal to it world by world;
+* :mod:`.rules`: :class:`RuleBasedController` (Walknet's leg-coordination rules; each world
+  its own random stream, as FlyGym's instance);
 * :mod:`.export`: the step data written from FlyGym's own (FlyGym lane).
 
-Every step is one launch of the device op :func:`flycuda.ops.hybrid_step` (CPU or CUDA;
-capturable), whose torch reference is :mod:`flycuda.reference.walking`. FlyGym is not
+Every step is one launch of a device op, :func:`flycuda.ops.hybrid_step` or
+:func:`flycuda.ops.rule_step` (CPU or CUDA; capturable), whose references are in
+:mod:`flycuda.reference.walking`. FlyGym is not
 needed to run it.
 """
 
 from ..errors import ControlError
 from .cpg import CPGParams, tripod_params
 from .hybrid import CPGController, HybridController, HybridTurningController
-from .steps import LEGS, load_steps, locomotion_dof_names
+from .rules import RuleBasedController
+from .steps import LEGS, STEP_DURATION, load_steps, locomotion_dof_names
 
-__all__ = ["CPGController", "HybridController", "HybridTurningController", "CPGParams", "tripod_params", "LEGS",
-           "load_steps", "locomotion_dof_names", "ControlError"]
+__all__ = ["CPGController", "HybridController", "HybridTurningController", "RuleBasedController", "CPGParams",
+           "tripod_params", "LEGS", "STEP_DURATION", "load_steps", "locomotion_dof_names", "ControlError"]

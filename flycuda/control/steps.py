@@ -24,11 +24,15 @@ import torch
 
 from ..ops.walking import DOF_ORDER, LEGS  # the op's (kernels/hybrid_step.cuh) leg and output order
 
-__all__ = ["LEGS", "LEG_DOFS", "DOF_ORDER", "StepsTable", "load_steps", "locomotion_dof_names"]
+__all__ = ["LEGS", "LEG_DOFS", "DOF_ORDER", "STEP_DURATION", "StepsTable", "load_steps", "locomotion_dof_names"]
 
 LEG_DOFS = ("coxa-pitch", "coxa-roll", "coxa-yaw", "trochanterfemur-pitch", "trochanterfemur-roll", "tibia-pitch",
             "tarsus1-pitch")
 """The seven angles of a leg in the order of FlyGym's step data and correction vectors."""
+
+STEP_DURATION = 45 * 0.003
+"""Seconds of one preprogrammed step: FlyGym's ``PreprogrammedSteps.duration``, its 45 samples
+times their 3 ms, computed as FlyGym computes it (0.135)."""
 
 STEPS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "single_steps.npz")
 

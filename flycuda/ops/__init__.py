@@ -21,9 +21,9 @@ from .render import render_tiles, render_tiles_args
 from .spline import SplineError, spline_coeffs
 from .step import advance_step, new_step_counter
 from .targets import MODES, motion_to_ctrl, spline_to_ctrl
-from .walking import hybrid_params, hybrid_step
+from .walking import hybrid_params, hybrid_step, rule_params, rule_rng, rule_step
 
 __all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "new_step_counter", "record_qpos", "record_chunk",
            "render_tiles", "render_tiles_args", "pool_ommatidia", "spline_coeffs", "SplineError", "MODES",
            "motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds", "action_map",
-           "hybrid_step", "hybrid_params"]
+           "hybrid_step", "hybrid_params", "rule_step", "rule_params", "rule_rng"]

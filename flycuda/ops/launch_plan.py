@@ -42,6 +42,12 @@ HYBRID_PARAMS = (("knots", 45), ("coeffs", 6 * 4 * 44 * 7), ("neutral", 42), ("a
 HYBRID_SCALARS = ("timestep", "stumble_force", "retract_height", "retract_up", "retract_down", "stumble_up",
                   "stumble_down", "max_correction", "persist_steps", "persist_from", "rules", "adhesion", "turning")
 
+# csrc/kernels/rule_step.cuh (FlyGym's rule-based controller)
+RULE_THREADS = 128             # kRuleThreads: worlds per block
+RULE_STATE_ROWS = 5            # kRuleRows: state [W, 5, 6] = phases, stepping, rule1, rule2, rule3 scores
+RULE_RNG_COLS = 626            # kRngCols: rng [W, 626] = MT19937 key (624), its position, the steps taken
+RULES = ("rule1", "rule2_ipsi", "rule2_contra", "rule3_ipsi", "rule3_contra", "margin", "increment")  # kRule*
+
 INT32_MAX = 2 ** 31 - 1
 
 

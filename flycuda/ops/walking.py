@@ -6,7 +6,10 @@ siblings hold the state and call it; :mod:`flycuda.reference.walking` is its tor
 
 * :func:`hybrid_params`: the controller's constants packed once into the float64 tensor the
   op reads (FlyGym's splines, its tripod CPG, its rules' thresholds and rates);
-* :func:`hybrid_step`: one step of every world.
+* :func:`hybrid_step`: one step of every world;
+* :func:`rule_params`, :func:`rule_step`, :func:`rule_rng`: FlyGym's rule-based controller
+  (``RuleBasedController``, csrc/kernels/rule_step.cuh): its weights, one step of every
+  world, each world's random stream (NumPy's MT19937 state as FlyGym seeds it).
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import torch
 
 from ._values import check_index
 from .checks import check_same_device
-from .launch_plan import HYBRID_COLUMNS, HYBRID_PARAMS, HYBRID_SCALARS
+from .launch_plan import HYBRID_COLUMNS, HYBRID_PARAMS, HYBRID_SCALARS, RULE_RNG_COLS, RULES
 
-__all__ = ["hybrid_step", "hybrid_params", "params_slice", "LEGS", "DOF_ORDER", "CORRECTION_VECTORS", "RIGHT_LEG_SIGN",
+__all__ = ["hybrid_step", "hybrid_params", "rule_step", "rule_params", "rule_rng", "RULE_WEIGHTS", "params_slice", "LEGS", "DOF_ORDER", "CORRECTION_VECTORS", "RIGHT_LEG_SIGN",
            "GAIN_VALUES"]
 
 LEGS = ("lf", "lm", "lh", "rf", "rm", "rh")
@@ -35,6 +38,8 @@ CORRECTION_VECTORS = {"f": (-0.03, 0.0, 0.0, -0.03, 0.0, 0.03, 0.03),
 in the step data's angle order); a right leg's is flipped in roll and yaw (``RIGHT_LEG_SIGN``)."""
 RIGHT_LEG_SIGN = (1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0)
 """The signs a right leg's correction vector is multiplied by (FlyGym's)."""
+RULE_WEIGHTS = {"rule1": -10.0, "rule2_ipsi": 2.5, "rule2_contra": 1.0, "rule3_ipsi": 3.0, "rule3_contra": 2.0}
+"""FlyGym's ``RuleBasedController`` weights (its defaults)."""
 GAIN_VALUES = (0.0, 0.8, 0.0, -0.1, 0.0)
 """The phase gain at FlyGym's five points: swing start, mid-swing, swing end + extension, mid-stance, 2 pi."""
 
@@ -167,3 +172,91 @@ def _hybrid_step_fake(drive, thorax_z, tarsus5_z, stumbling_forces, heading, par
     check_same_device("hybrid_step", "ctrl", ctrl, drive=drive, thorax_z=thorax_z, tarsus5_z=tarsus5_z,
                       stumbling_forces=stumbling_forces, heading=heading, params=params, state=state,
                       persistence=persistence, act_ids=act_ids)
+
+
+def rule_params(timestep: float, duration: float, *, weights: dict | None = None, margin: float = 0.001,
+                device=None) -> torch.Tensor:
+    """The rules tensor of :func:`rule_step`: float64 [7] in launch_plan.RULES' order.
+
+    Args:
+        timestep: seconds per call (FlyGym's controller ``timestep``).
+        duration: seconds of one preprogrammed step (FlyGym's ``PreprogrammedSteps.duration``,
+            :data:`flycuda.control.steps.STEP_DURATION`); a stepping leg's phase advances by
+            ``2 pi timestep / duration`` per call, computed as FlyGym computes it.
+        weights: FlyGym's weights by name (:data:`RULE_WEIGHTS` by default; missing names keep
+            theirs).
+        margin: how far (relative) below the best combined score a leg may still be chosen.
+        device: where the tensor goes.
+
+    Raises:
+        ValueError: a non-positive timestep or duration, an unknown weight, a non-finite value.
+    """
+    for name, v in (("timestep", timestep), ("duration", duration)):
+        if not (isinstance(v, (int, float)) and v > 0):
+            raise ValueError(f"flycuda.rule_params: {name} must be > 0 seconds, got {v!r}")
+    w = dict(RULE_WEIGHTS)
+    unknown = sorted(set(weights or {}) - set(w))
+    if unknown:
+        raise ValueError(f"flycuda.rule_params: unknown weight(s) {unknown}; expected some of {sorted(w)}")
+    w.update({k: float(v) for k, v in (weights or {}).items()})
+    values = dict(w, margin=float(margin), increment=2 * np.pi * (timestep / duration))
+    out = torch.tensor([values[k] for k in RULES], dtype=torch.float64)
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(f"flycuda.rule_params: every weight, the margin and the increment must be finite, got "
+                         f"{dict(zip(RULES, out.tolist()))}")
+    return out.to(device)
+
+
+def rule_rng(seeds, device=None) -> torch.Tensor:
+    """Each world's random stream for :func:`rule_step`: int64 [W, 626], row w NumPy's
+    ``RandomState(seeds[w])`` (the MT19937 key, its position) and 0 steps taken, as FlyGym's
+    ``RuleBasedController(seed=...)`` starts."""
+    rows = []
+    for s in seeds:
+        _, key, pos, *_ = np.random.RandomState(int(s)).get_state()
+        rows.append(np.concatenate([key.astype(np.int64), [pos, 0]]))
+    return torch.from_numpy(np.array(rows, dtype=np.int64).reshape(-1, RULE_RNG_COLS)).to(device)
+
+
+def rule_step(params: torch.Tensor, rules: torch.Tensor, state: torch.Tensor, rng: torch.Tensor,
+              act_ids: torch.Tensor, ctrl: torch.Tensor) -> None:
+    """One step of FlyGym's rule-based controller (``RuleBasedController.step``) in every
+    world, in place (csrc/kernels/rule_step.cuh says it step by step; flycuda/control/rules.py
+    in words)::
+
+        ctrl[w, act_ids[7 leg + m]] = float32(angle of leg's slot m)   (FlyGym's default DOF order)
+        ctrl[w, act_ids[42 + leg]]  = 1.0 if adhesion on else 0.0
+
+    The random draws are NumPy's ``RandomState.choice`` on each world's own stream, word for
+    word; every float64 operation is rounded on its own, in FlyGym's order (the same bits on
+    the CPU and CUDA).
+
+    Args:
+        params: float64 from :func:`hybrid_params` with ``swing_extension=0`` (the steps and
+            the swing ends; its CPG and rule entries are not read).
+        rules: float64 [7] from :func:`rule_params`.
+        state: float64 [W, 5, 6], contiguous: phases, stepping (0/1), the scores of rules 1,
+            2 and 3 (updated).
+        rng: int64 [W, 626], contiguous: from :func:`rule_rng` (updated).
+        act_ids: int32/int64 [48], distinct, each in [0, nu) (checked once per tensor, never
+            while a CUDA graph is captured; ids that escape the check are skipped).
+        ctrl: float32 [W, nu], any strides (e.g. ``sim.view("ctrl")``).
+
+    Raises:
+        RuntimeError: a wrong dtype, shape, device, aliasing or id (every output untouched).
+    """
+    if ctrl.dim() == 2:
+        check_index("rule_step", "act_ids", act_ids, ctrl.shape[1], "nu = ctrl.size(1)", unique=True, ref=ctrl)
+    torch.ops.flycuda.rule_step.default(params, rules, state, rng, act_ids, ctrl)
+
+
+@torch.library.register_fake("flycuda::rule_step")
+def _rule_step_fake(params, rules, state, rng, act_ids, ctrl):
+    torch._check(ctrl.dim() == 2 and ctrl.dtype == torch.float32,
+                 lambda: f"flycuda.rule_step: argument 'ctrl' must be float32 [W, nu], got {ctrl.dtype} "
+                         f"{tuple(ctrl.shape)}")
+    torch._check(act_ids.dim() == 1 and act_ids.shape[0] == HYBRID_COLUMNS,
+                 lambda: f"flycuda.rule_step: argument 'act_ids' must be [{HYBRID_COLUMNS}], got {tuple(act_ids.shape)}")
+    torch._check(state.dim() == 3 and state.shape[0] == ctrl.shape[0],
+                 lambda: f"flycuda.rule_step: argument 'state' must be [W, 5, 6], got {tuple(state.shape)}")
+    check_same_device("rule_step", "ctrl", ctrl, params=params, rules=rules, state=state, rng=rng, act_ids=act_ids)

@@ -4,16 +4,21 @@ same name and arguments, written from FlyGym's own code (``flygym_demo.complex_t
 ``HybridTurningController.step``) rather than from the kernel: vectorized over worlds and
 legs, in float64, each operation in FlyGym's order (the coupling summed over j in order,
 scipy's spline evaluation, NumPy's modulo and interp). ``sin`` is torch's (its vector and
-scalar paths may differ from the C library's in the last bit). For checking."""
+scalar paths may differ from the C library's in the last bit). For checking.
+
+``rule_step`` (FlyGym's ``RuleBasedController``) is written from its ``step`` world by world
+with NumPy, each world's draws from a ``numpy.random.RandomState`` set to the world's stream
+(not from the kernel's own MT19937)."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from ..ops.launch_plan import HYBRID_SCALARS
-from ..ops.walking import DOF_ORDER, params_slice
+from ..ops.launch_plan import HYBRID_SCALARS, RULES
+from ..ops.walking import DOF_ORDER, LEGS, params_slice
 
-__all__ = ["hybrid_step", "py_mod", "psi", "TWO_PI"]
+__all__ = ["hybrid_step", "rule_step", "py_mod", "psi", "TWO_PI", "RULES_GRAPH"]
 
 TWO_PI = 6.283185307179586  # 2 * np.pi
 
@@ -111,6 +116,76 @@ def hybrid_step(drive: torch.Tensor, thorax_z: torch.Tensor, tarsus5_z: torch.Te
     adhesion = ~((reduced > 0.0) & (reduced < P["adhesion_end"])) if sc["adhesion"] else torch.zeros(W, 6, dtype=torch.bool, device=dev)
     state.copy_(torch.stack([th, r, rc, sg, net], dim=1))
     persistence.copy_(cnt)
+    out = torch.cat([angles[..., list(DOF_ORDER)].flatten(1).float(), adhesion.float()], dim=1)  # [W, 48]
+    ids = act_ids.long()
+    keep = (ids >= 0) & (ids < ctrl.shape[1])
+    ctrl[:, ids[keep]] = out[:, keep]
+
+
+RULES_GRAPH = {
+    "rule1": {"lm": ("lf",), "lh": ("lm",), "rm": ("rf",), "rh": ("rm",)},
+    "rule2": {"lf": ("rf",), "lm": ("rm", "lf"), "lh": ("rh", "lm"), "rf": ("lf",), "rm": ("lm", "rf"),
+              "rh": ("lh", "rm")},
+    "rule3": {"lf": ("rf", "lm"), "lm": ("rm", "lh"), "lh": ("rh",), "rf": ("lf", "rm"), "rm": ("lm", "rh"),
+              "rh": ("lh",)},
+}
+"""FlyGym's ``construct_rules_graph()``: each source leg's targets."""
+
+
+def _rule_world(st: np.ndarray, key: np.ndarray, swing_end: np.ndarray, w8: dict) -> None:
+    """One ``RuleBasedController.step`` of one world, in place: ``st`` [5, 6] (phases, stepping,
+    rule1..3 scores), ``key`` [626] (MT19937 key, position, steps taken)."""
+    rs = np.random.RandomState()
+    rs.set_state(("MT19937", key[:624].astype(np.uint32), int(key[624])))
+    phases, stepping = st[0], st[1] != 0
+    if key[625] == 0:
+        sel = rs.choice(np.array([0, 1, 3, 4]))
+    else:
+        combined = st[2] + st[3] + st[4]
+        thr = combined.max()
+        thr = max(0, thr - np.abs(thr) * w8["margin"])
+        eligible = np.where((combined >= thr) & (combined > 0) & ~stepping)[0]
+        sel = None if len(eligible) == 0 else int(rs.choice(eligible))
+    if sel is not None:
+        stepping[sel] = True
+    phases[stepping] += w8["increment"]
+    done = phases >= 2 * np.pi
+    phases[done] = 0
+    stepping[done] = False
+    st[2:] = 0
+    for i, leg in enumerate(LEGS):
+        swinging = 0 < phases[i] < swing_end[i]
+        for tgt in RULES_GRAPH["rule1"].get(leg, ()):
+            st[2, LEGS.index(tgt)] = w8["rule1"] if swinging else 0
+    for row, rule in ((3, "rule2"), (4, "rule3")):
+        for i, leg in enumerate(LEGS):
+            ratio = max(0, phases[i] - swing_end[i]) / (2 * np.pi - swing_end[i])
+            if ratio == 0:
+                continue
+            for tgt in RULES_GRAPH[rule].get(leg, ()):
+                weight = w8[f"{rule}_{'ipsi' if leg[0] == tgt[0] else 'contra'}"]
+                st[row, LEGS.index(tgt)] += weight * ((1 - ratio) if rule == "rule2" else ratio)
+    st[1] = stepping
+    _, k, pos, *_ = rs.get_state()
+    key[:624], key[624], key[625] = k, pos, key[625] + 1
+
+
+def rule_step(params: torch.Tensor, rules: torch.Tensor, state: torch.Tensor, rng: torch.Tensor,
+              act_ids: torch.Tensor, ctrl: torch.Tensor) -> None:
+    """Reference for ``flycuda.ops.rule_step``: one step of every world, in place."""
+    swing_end = params[params_slice("adhesion_end")].cpu().numpy()
+    w8 = dict(zip(RULES, rules.tolist()))
+    st, keys = state.cpu().numpy().copy(), rng.cpu().numpy().copy()
+    for w in range(st.shape[0]):
+        _rule_world(st[w], keys[w], swing_end, w8)
+    state.copy_(torch.from_numpy(st))
+    rng.copy_(torch.from_numpy(keys))
+    th = state[:, 0]
+    neutral = params[params_slice("neutral")].view(6, 7)
+    angles = neutral + 1.0 * (psi(params[params_slice("knots")], params[params_slice("coeffs")].view(6, 4, 44, 7), th)
+                              - neutral)
+    reduced = py_mod(th, TWO_PI)
+    adhesion = ~((reduced > 0.0) & (reduced < params[params_slice("adhesion_end")]))
     out = torch.cat([angles[..., list(DOF_ORDER)].flatten(1).float(), adhesion.float()], dim=1)  # [W, 48]
     ids = act_ids.long()
     keep = (ids >= 0) & (ids < ctrl.shape[1])

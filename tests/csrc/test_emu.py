@@ -1003,6 +1003,86 @@ def test_hybrid_step(sanitizer):
     assert args[-1]["state"][:, 2].gt(0).all() and int(expected[-2]["persistence"].eq(0).sum())
 
 
+def _rule_args(W: int, index_dtype, kind: str, steps: int, seed: int) -> dict:
+    """rule_step's arguments after ``steps`` steps of the CPU op from fresh streams (seed + w)."""
+    t, c = flycuda.control.load_steps(), flycuda.control.tripod_params()
+    par = flycuda.ops.hybrid_params(t.knots, t.coeffs, t.neutral, t.swing_end, c.freqs, c.amps, c.weights, c.biases,
+                                    c.convergence, timestep=1e-4, rules=False, turning=False, swing_extension=0.0)
+    ids, ctrl = hybrid_controls(W, kind, index_dtype, W)
+    a = dict(params=par, rules=flycuda.ops.rule_params(1e-4, flycuda.control.STEP_DURATION),
+             state=torch.zeros(W, 5, 6, dtype=torch.float64), rng=flycuda.ops.rule_rng(range(seed, seed + W)),
+             act_ids=ids, ctrl=ctrl)
+    for _ in range(steps):
+        flycuda.ops.rule_step(**a)
+    return a
+
+
+def _rule_edges() -> dict:
+    """Worlds at every branch of the leg choice: a NaN score first and later (NumPy's max), no
+    leg eligible (scores <= 0; every positive one already stepping), exactly one eligible (no
+    draw), a step completing, streams at the key's end (the next draw regenerates it), a first step."""
+    a = _rule_args(6, torch.int64, "contiguous", 40, 5)
+    st, rng = a["state"], a["rng"]
+    st[:, 1:] = 0.0
+    st[0, 2, 0] = float("nan")
+    st[1, 3, 4] = float("nan")
+    st[2, 2:] = -1.0
+    st[3, 3] = 1.0
+    st[3, 1] = 1.0
+    st[3, 0, 0] = 2 * np.pi - 1e-4  # a step about to complete
+    st[4, 4, 2] = 2.0
+    rng[:, 624] = 624
+    rng[5, 625] = 0
+    return a
+
+
+def _rule_case(a: dict) -> emu.Case:
+    W, nu = a["ctrl"].shape
+    case = emu.Case("rule_step", W=W, nu=nu).strided("ctrl", a["ctrl"], "ctrl")
+    for name in ("params", "rules", "state", "rng", "act_ids"):
+        case.array(name, a[name])
+    return case
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_rule_step(sanitizer):
+    """FlyGym's rule-based controller on the emulated grid: bit for bit the CPU op (the same
+    per-world function: phases, scores, each world's MT19937 stream) for both index dtypes,
+    strided controls, partial blocks (37, 300 worlds), the leg choice's edges, and corrupted
+    ids (skipped, never written out of bounds)."""
+    args = [_rule_args(W, idx, kind, steps, seed) for W, idx, kind, steps, seed in (
+        (37, torch.int32, "strided", 700, 1), (300, torch.int64, "transposed", 300, 2),
+        (1, torch.int64, "contiguous", 0, 3))]
+    args.append(_rule_edges())
+    corrupt = _rule_args(4, torch.int64, "contiguous", 5, 4)
+    nu = corrupt["ctrl"].shape[1]
+    bad = corrupt["act_ids"].clone()
+    bad[[3, 44]] = torch.tensor([-1, nu + 5])
+    cases = [_rule_case(clone_args(a)) for a in args] + [_rule_case(dict(clone_args(corrupt), act_ids=bad))]
+    expected = []
+    for a in args:
+        cpu = clone_args(a)
+        flycuda.ops.rule_step(**cpu)
+        expected.append(cpu)
+    wide = clone_args(corrupt)  # the corrupted ids' columns moved past nu: the valid ones as the CPU op writes them
+    wide["ctrl"] = torch.cat([wide["ctrl"], torch.full((4, 2), float("nan"))], dim=1)
+    wide["act_ids"] = bad.clone()
+    wide["act_ids"][[3, 44]] = torch.tensor([nu, nu + 1])
+    flycuda.ops.rule_step(**wide)
+    wide["ctrl"] = wide["ctrl"][:, :nu].contiguous()
+    expected.append(wide)
+    emu.run(cases, sanitizer)
+    for i, (case, want) in enumerate(zip(cases, expected)):
+        for name in ("state", "rng"):
+            assert case.out[name].numpy().tobytes() == want[name].numpy().tobytes(), (i, name)
+        base, offset, strides = emu.base_of(want["ctrl"])
+        got = torch.as_strided(case.out["ctrl"], want["ctrl"].shape, strides, offset)
+        assert got.numpy().tobytes() == want["ctrl"].contiguous().numpy().tobytes(), (i, "ctrl")
+    edges = expected[3]["state"]
+    assert edges[2, 1].eq(0).all() and edges[3, 1].sum() == 5 and edges[3, 0, 0] == 0, "no choice; a completed step"
+    assert edges[4, 1, 2] == 1, "the one eligible leg, chosen without a draw"
+
+
 # Lines that no valid input reaches (kept as defensive code).
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
@@ -1014,7 +1094,7 @@ def test_cases_execute_every_kernel_line():
     if not missed:
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
-                 "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh",
+                 "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh", "kernels/rule_step.cuh",
                  "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"

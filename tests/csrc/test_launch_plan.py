@@ -85,7 +85,7 @@ RENAMED = {("motion_to_ctrl", "frame_mode"): "mode", ("spline_to_ctrl", "frame_m
 
 
 @pytest.mark.parametrize("name", ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk",
-                                  "pool_ommatidia", "hybrid_step"])
+                                  "pool_ommatidia", "hybrid_step", "rule_step"])
 def test_schema_names_are_the_wrappers(name):
     schema = [RENAMED.get((name, a), a) for a in _schema_args(getattr(torch.ops.flycuda, name))]
     wrapper = list(inspect.signature(getattr(ops, name)).parameters)
@@ -130,6 +130,16 @@ def test_hybrid_step_layout_equals_the_header():
     assert [c[f"kSc{_camel(n)}"] for n in launch_plan.HYBRID_SCALARS] == list(range(c["kScCount"]))
     assert (c["kHybridThreads"], c["kHybridColumns"], c["kStateRows"]) == \
         (launch_plan.HYBRID_THREADS, launch_plan.HYBRID_COLUMNS, launch_plan.HYBRID_STATE_ROWS)
+
+
+def test_rule_step_layout_equals_the_header():
+    """The rules tensor (launch_plan.RULES, which flycuda.ops.rule_params fills), the state rows
+    and the random streams' columns are where kernels/rule_step.cuh reads them."""
+    c = _constants(os.path.join(KERNELS, "rule_step.cuh"))
+    names = ["kRuleW1", "kRuleW2Ipsi", "kRuleW2Contra", "kRuleW3Ipsi", "kRuleW3Contra", "kRuleMargin", "kRuleIncrement"]
+    assert [c[n] for n in names] == list(range(len(launch_plan.RULES))) and c["kRuleCount"] == len(launch_plan.RULES)
+    assert (c["kRuleThreads"], c["kRuleRows"], c["kRngCols"]) == \
+        (launch_plan.RULE_THREADS, launch_plan.RULE_STATE_ROWS, launch_plan.RULE_RNG_COLS)
 
 
 @pytest.mark.parametrize("S,E,O", [(0, 2, 721), (1, 2, 721), (1000, 2, 721), (8192, 2, 721), (1, 1, 1)])

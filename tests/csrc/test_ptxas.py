@@ -59,6 +59,7 @@ KERNELS += [("episode", f"flycuda::kernels::{k}")
             for k in ("gather_columns_kernel", "episode_step_kernel", "reset_worlds_kernel")]
 KERNELS += [("hybrid_step", f"flycuda::kernels::hybrid_step_kernel<{sense}, {index}>")
             for sense in ("float", "double") for index in ("int32_t", "int64_t")]
+KERNELS += [("rule_step", f"flycuda::kernels::rule_step_kernel<{index}>") for index in ("int32_t", "int64_t")]
 BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia", "episode"}
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
 RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel": (96, 256),
@@ -67,12 +68,17 @@ RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel":
 # derivatives live in local arrays (and CUDA's double sin keeps its slow path's reduction there),
 # so a stack frame; at 4,096 worlds there are 32 blocks for 132 SMs, occupancy is not the limit.
 HYBRID_BUDGET = (80, 352)
+# FlyGym's rule-based controller, one thread per world: the scores and the eligible legs in
+# registers and a small frame (measured 56 registers, 24 B of stack with nvcc 13.0 for sm_90);
+# the MT19937 key in global memory (624 words a world).
+RULE_BUDGET = (64, 64)
 # Static shared memory (bytes) at most; every other kernel: none.
 SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632, "refit_top_kernel": 13824}
 
 
 def probe_source() -> str:
     lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/episode.cuh"', '#include "kernels/hybrid_step.cuh"',
+             '#include "kernels/rule_step.cuh"',
              '#include "kernels/motion_to_ctrl.cuh"',
              '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record.cuh"',
              '#include "kernels/render_tiles.cuh"', "",
@@ -147,6 +153,8 @@ def _budget(r: dict) -> tuple[int, int] | None:
         return REG_BUDGET, 0
     if r["family"] == "hybrid_step":
         return HYBRID_BUDGET
+    if r["family"] == "rule_step":
+        return RULE_BUDGET
     for kernel, budget in RENDER_BUDGETS.items():
         if f"::{kernel}(" in r["name"] or r["name"].endswith(kernel):
             return budget
@@ -169,6 +177,8 @@ def _family(name: str) -> str:
         return "episode"
     if "hybrid_step_kernel" in name:
         return "hybrid_step"
+    if "rule_step_kernel" in name:
+        return "rule_step"
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
     for fam in ("record_kernel", "advance_step", "pool_ommatidia", "render_tiles", "refit_top"):
@@ -212,6 +222,7 @@ def test_every_kernel_is_compiled(usage):
     assert fams.count("motion_to_ctrl") == 8 and fams.count("spline_to_ctrl") == 8
     assert fams.count("record") == 2 and fams.count("render_tiles") == 3 and "advance_step" in fams
     assert fams.count("pool_ommatidia") == 1 and fams.count("episode") == 9 and fams.count("hybrid_step") == 4
+    assert fams.count("rule_step") == 2
     assert all(_budget(r) is not None for r in usage), [r["name"] for r in usage if _budget(r) is None]
     for r in usage:
         assert {"registers", "stack", "spill_stores", "spill_loads", "smem"} <= set(r), r

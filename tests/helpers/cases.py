@@ -198,3 +198,35 @@ def ulps32(a, b) -> int:
     ia = torch.as_tensor(a).to(torch.float32).contiguous().view(torch.int32).long()
     ib = torch.as_tensor(b).to(torch.float32).contiguous().view(torch.int32).long()
     return int((ia - ib).abs().max()) if ia.numel() else 0
+
+
+def assert_refused_untouched(op, args: dict, outputs, match: str) -> None:
+    """``op(**args)`` raises a RuntimeError matching ``match`` and leaves every output untouched."""
+    import pytest  # noqa: PLC0415  (a test helper)
+
+    before = {k: args[k].clone() for k in outputs}
+    with pytest.raises(RuntimeError, match=match):
+        op(**args)
+    for k, v in before.items():
+        assert torch.equal(args[k].nan_to_num(), v.nan_to_num()), k
+
+
+def assert_graph_replays_eager(op, args: dict, outputs, replays: int) -> None:
+    """``op`` captured once into a CUDA graph and replayed ``replays`` times equals as many
+    eager calls, bit for bit (args on the GPU; the op's ids checked once outside the capture)."""
+    eager = {k: v.clone() for k, v in args.items()}
+    for _ in range(replays):
+        op(**eager)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        op(**{k: v.clone() for k, v in args.items()})  # the ids checked once, outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.cuda.graph(graph):
+        op(**args)
+    for _ in range(replays):
+        graph.replay()
+    torch.cuda.synchronize()
+    for name in outputs:
+        assert torch.equal(args[name].nan_to_num(), eager[name].nan_to_num()), name
