@@ -11,7 +11,8 @@
 //   NumPy's RandomState.choice on the world's own MT19937 stream, word for word;
 //   the stepping legs' phases advance by 2 pi dt / T; a completed step (phase >= 2 pi)
 //   returns to phase 0 and stops;
-//   the three rules' scores, from the new phases (rule 1: a swinging leg suppresses the leg
+//   the three rules' scores, from the new phases (each leg's swing end is params' adhesion end:
+//   params from hybrid_params with swing_extension=0, as RuleBasedController builds them) (rule 1: a swinging leg suppresses the leg
 //   in front; rules 2 and 3: a leg in stance excites its neighbours, early and late);
 //   the angles: the preprogrammed step at the phase (magnitude 1); adhesion off during the swing;
 //   ctrl[w, act_ids[7 leg + m]] = float32(angle), ctrl[w, act_ids[42 + leg]] = adhesion.
@@ -63,14 +64,17 @@ FLYCUDA_HOST_DEVICE inline void mt_twist(int64_t* key) {
   }
 }
 
-// The stream's next 32-bit word (NumPy's mt19937_next32: the key's next word, tempered).
+// The stream's next 32-bit word (NumPy's mt19937_next32: the key's next word, tempered). A
+// position outside [0, 624) (a negative one reads as huge) regenerates the key: never a read
+// outside the world's row.
 FLYCUDA_HOST_DEVICE inline uint32_t mt_next(int64_t* rng) {
-  if (rng[kRngPos] >= kMtWords) {
+  uint64_t pos = static_cast<uint64_t>(rng[kRngPos]);
+  if (pos >= static_cast<uint64_t>(kMtWords)) {
     mt_twist(rng);
-    rng[kRngPos] = 0;
+    pos = 0;
   }
-  uint32_t y = static_cast<uint32_t>(rng[rng[kRngPos]]);
-  rng[kRngPos] += 1;
+  uint32_t y = static_cast<uint32_t>(rng[pos]);
+  rng[kRngPos] = static_cast<int64_t>(pos + 1);
   y ^= y >> 11;
   y ^= (y << 7) & 0x9d2c5680u;
   y ^= (y << 15) & 0xefc60000u;

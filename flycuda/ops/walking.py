@@ -233,11 +233,13 @@ def rule_step(params: torch.Tensor, rules: torch.Tensor, state: torch.Tensor, rn
 
     Args:
         params: float64 from :func:`hybrid_params` with ``swing_extension=0`` (the steps and
-            the swing ends; its CPG and rule entries are not read).
+            the swing ends, read from its adhesion ends: with an extension the rules would
+            see the extended swing; its CPG and rule entries are not read).
         rules: float64 [7] from :func:`rule_params`.
         state: float64 [W, 5, 6], contiguous: phases, stepping (0/1), the scores of rules 1,
             2 and 3 (updated).
-        rng: int64 [W, 626], contiguous: from :func:`rule_rng` (updated).
+        rng: int64 [W, 626], contiguous: from :func:`rule_rng` (updated; a position outside
+            [0, 624) regenerates the key first, never a read outside the row).
         act_ids: int32/int64 [48], distinct, each in [0, nu) (checked once per tensor, never
             while a CUDA graph is captured; ids that escape the check are skipped).
         ctrl: float32 [W, nu], any strides (e.g. ``sim.view("ctrl")``).
@@ -257,6 +259,8 @@ def _rule_step_fake(params, rules, state, rng, act_ids, ctrl):
                          f"{tuple(ctrl.shape)}")
     torch._check(act_ids.dim() == 1 and act_ids.shape[0] == HYBRID_COLUMNS,
                  lambda: f"flycuda.rule_step: argument 'act_ids' must be [{HYBRID_COLUMNS}], got {tuple(act_ids.shape)}")
-    torch._check(state.dim() == 3 and state.shape[0] == ctrl.shape[0],
+    torch._check(state.dim() == 3 and tuple(state.shape) == (ctrl.shape[0], 5, 6),
                  lambda: f"flycuda.rule_step: argument 'state' must be [W, 5, 6], got {tuple(state.shape)}")
+    torch._check(rng.dim() == 2 and tuple(rng.shape) == (ctrl.shape[0], RULE_RNG_COLS),
+                 lambda: f"flycuda.rule_step: argument 'rng' must be [W, {RULE_RNG_COLS}], got {tuple(rng.shape)}")
     check_same_device("rule_step", "ctrl", ctrl, params=params, rules=rules, state=state, rng=rng, act_ids=act_ids)

@@ -130,3 +130,18 @@ def test_a_captured_graph_replays_the_eager_steps():
     world's stream advances on the device)."""
     a = {k: v.cuda() for k, v in _args(W=1000).items()}
     assert_graph_replays_eager(ops.rule_step, a, ("state", "rng", "ctrl"), 300)
+
+
+def test_a_position_outside_the_key_regenerates_it():
+    """rng[w, 624] outside [0, 624) (a corrupted stream; negative too) reads no word outside the
+    world's row: the key regenerates first, as at 624."""
+    a = _args(W=3)
+    a["state"][:, 1:] = 0.0
+    a["rng"][:, 625] = 0  # first steps: each world draws
+    odd = {k: v.clone() for k, v in a.items()}
+    a["rng"][:, 624] = 624
+    odd["rng"][:, 624] = torch.tensor([-5, -(2 ** 62), 10 ** 6])
+    ops.rule_step(**a)
+    ops.rule_step(**odd)
+    for name in ("state", "rng", "ctrl"):
+        assert torch.equal(a[name].nan_to_num(), odd[name].nan_to_num()), name
