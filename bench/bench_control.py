@@ -28,31 +28,25 @@ def inputs(rng: np.random.Generator, W: int):
     return thorax, tarsi, forces, heading
 
 
-def run_flycuda(ctrl, drive, obs, device) -> float:
-    args = [torch.as_tensor(a, device=device) for a in (drive, *obs)]
-    t0 = time.perf_counter()
-    ctrl.step(*args)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0
-
-
-def run_flygym(ctrls, drive, obs) -> float:
-    from flygym_demo.complex_terrain import HybridControllerObservation
-
-    thorax, tarsi, forces, heading = obs
-    t0 = time.perf_counter()
-    for w, c in enumerate(ctrls):
-        c.step(drive[w], HybridControllerObservation(float(thorax[w]), tarsi[w], forces[w], heading[w]))
-    return time.perf_counter() - t0
-
-
 def timed(fn, device: str = "cpu") -> float:
     t0 = time.perf_counter()
     fn()
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return time.perf_counter() - t0
+
+
+def run_flycuda(ctrl, drive, obs, device) -> float:
+    args = [torch.as_tensor(a, device=device) for a in (drive, *obs)]
+    return timed(lambda: ctrl.step(*args), device)
+
+
+def run_flygym(ctrls, drive, obs) -> float:
+    from flygym_demo.complex_terrain import HybridControllerObservation
+
+    thorax, tarsi, forces, heading = obs
+    return timed(lambda: [c.step(drive[w], HybridControllerObservation(float(thorax[w]), tarsi[w], forces[w],
+                                                                        heading[w])) for w, c in enumerate(ctrls)])
 
 
 def rule_rows(W: int, steps: int, repeats: int, device: str) -> list[list]:

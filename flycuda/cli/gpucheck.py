@@ -3,6 +3,9 @@ a developer's harness of tests, sanitizers and benchmarks)."""
 
 from __future__ import annotations
 
+from .. import gpucheck
+from ..gpucheck import GROUPS  # the step groups --only picks from
+
 __all__ = ["add_parser", "run"]
 
 
@@ -24,8 +27,6 @@ def add_parser(sub) -> None:
     c.set_defaults(run=run)
 
 
-GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "ppo", "vision")  # flycuda.gpucheck.GROUPS
-
 
 def _groups(text: str) -> list[str]:
     """``--only``'s value: known group names, comma-separated."""
@@ -39,7 +40,5 @@ def _groups(text: str) -> list[str]:
 
 
 def run(args) -> int:
-    """Runs the self-check (the harness loads only now: it lists test files and tools)."""
-    from .. import gpucheck  # noqa: PLC0415  (a developer's harness, loaded on use)
-
+    """Runs the self-check."""
     return gpucheck.main(args.out, args.results, quick=args.quick, only=args.only)
