@@ -25,12 +25,12 @@ W (the real kernel on the emulated grid, csrc/emu; --no-emu skips it).
 import argparse
 import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _results import append_results, format_table  # noqa: E402
+from _timing import time_steps  # noqa: E402
 
 import flycuda  # noqa: E402
 from flycuda.sim import streams  # noqa: E402
@@ -49,38 +49,6 @@ def make_inputs(W: int, T: int, steps: int, device: str, with_expanded: bool):
         idx = (offsets.long()[:, None] + torch.arange(steps, device=device)[None, :]).clamp(max=T - 1)
         expanded = motion[0][idx]  # [W, steps, D]
     return motion, offsets, act_ids, ctrl, expanded
-
-
-def time_steps(step_fn, steps: int, device: str, repeats: int) -> float:
-    """Median microseconds per step over `repeats` runs of `steps` steps."""
-    runs = []
-    if device.startswith("cuda"):
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                step_fn()
-        torch.cuda.current_stream().wait_stream(s)
-        with torch.cuda.graph(g):
-            step_fn()
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            for _ in range(steps):
-                g.replay()
-            end.record()
-            torch.cuda.synchronize()
-            runs.append(start.elapsed_time(end) * 1e3 / steps)
-    else:
-        step_fn()
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                step_fn()
-            runs.append((time.perf_counter() - t0) * 1e6 / steps)
-    return statistics.median(runs)
 
 
 def warp_variant(W, T, steps, device, expanded, act_ids, ctrl, repeats):

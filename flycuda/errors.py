@@ -112,9 +112,17 @@ class MissingDependencyError(FlycudaError, ImportError):
     """An output asked for needs a package that is not installed (an extra of flycuda's)."""
 
 
+def installed(module: str) -> bool:  # (not in __all__, which lists the errors)
+    """Whether ``module`` is an installed module or package. A bare folder of that name on
+    ``sys.path`` does not count: Python would import it as an empty namespace package (the
+    tests' own ``tests/flygym`` did, as "flygym", where FlyGym was missing)."""
+    spec = importlib.util.find_spec(module)
+    return spec is not None and spec.origin is not None
+
+
 def require(module: str, what: str, extra: str) -> None:  # (not in __all__, which lists the errors)
     """Raises :class:`MissingDependencyError` when ``module`` cannot be imported, naming
     what needs it and the extra that installs it (checked before a run, not after)."""
-    if importlib.util.find_spec(module) is None:
+    if not installed(module):
         raise MissingDependencyError(f"{what} needs {module}, which is not installed: pip install "
                                      f"\"flycuda[{extra}]\" (or pip install {module})")

@@ -1,7 +1,7 @@
 """pytest configuration: device parametrization, GPU/Warp skips, seeded RNG."""
 
 import ctypes.util
-import importlib.util
+import faulthandler
 import os
 import sys
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import flycuda
+from flycuda.errors import installed
 
 # FlyGym's own vision (MuJoCo's OpenGL renderer) in software where there is no display.
 # Tests run it in a subprocess with MUJOCO_GL=osmesa: libOSMesa brings its own LLVM,
@@ -20,6 +21,56 @@ def pytest_addoption(parser):
     parser.addoption("--sample-every", type=int, default=1, metavar="N",
                      help="keep every N-th case of each test function (1: all); the GPU self-check's quick "
                           "sanitizer runs use it to cover every test function in a fraction of the time")
+    parser.addoption("--hang-timeout", type=float, default=0.0, metavar="S",
+                     help="with pytest-xdist (-n): a test still running after S seconds writes every thread's "
+                          "stack to a --hang-log file and ends its worker, which xdist reports by the test's name and "
+                          "replaces, so the run goes on (0: never; gpu-check uses it)")
+    parser.addoption("--hang-log", default="hung-test", metavar="PATH",
+                     help="--hang-timeout's files: PATH.<pid> for a worker whose test hung, with the test's name "
+                          "and the stacks (default: hung-test in the current folder)")
+
+
+def pytest_configure(config):
+    limit = config.getoption("--hang-timeout")
+    if limit < 0:
+        raise pytest.UsageError(f"--hang-timeout: expected seconds >= 0, got {limit:g}")
+    if limit and not (hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None)):
+        raise pytest.UsageError("--hang-timeout ends the process of a hung test: use it with pytest-xdist (-n N), "
+                                "which names that test and goes on")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """--hang-timeout: faulthandler's timer around each test (set up, call, tear down). Each
+    worker keeps one file, ``<--hang-log>.<pid>``, that holds the running test's name while it
+    runs and is emptied when it ends: a hung test's file keeps its name and the stacks."""
+    limit = item.config.getoption("--hang-timeout")
+    if not limit or not hasattr(item.config, "workerinput"):
+        yield
+        return
+    log = _hang_file(item.config)
+    log.seek(0), log.truncate()
+    log.write(f"{item.nodeid}: still running after {limit:g} s; its worker ended. Every thread's stack:\n")
+    log.flush()
+    faulthandler.dump_traceback_later(limit, exit=True, file=log)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        log.seek(0), log.truncate()
+
+
+def _hang_file(config):
+    if not hasattr(config, "_flycuda_hang_file"):
+        config._flycuda_hang_file = open(f"{config.getoption('--hang-log')}.{os.getpid()}", "w+")
+    return config._flycuda_hang_file
+
+
+def pytest_unconfigure(config):
+    log = getattr(config, "_flycuda_hang_file", None)
+    if log is not None:  # the worker ended normally: nothing hung in it
+        log.close()
+        os.remove(log.name)
 
 
 def sample_cases(items, every: int):
@@ -46,10 +97,10 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
     cuda_ok = flycuda.cuda_ready()
-    warp_ok = all(importlib.util.find_spec(m) is not None for m in ("warp", "mujoco_warp"))
+    warp_ok = all(installed(m) for m in ("warp", "mujoco_warp"))
     skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU and flycuda built with CUDA")
     skip_warp = pytest.mark.skip(reason="needs mujoco_warp and warp")
-    flygym_ok = sys.version_info >= (3, 12) and importlib.util.find_spec("flygym") is not None
+    flygym_ok = sys.version_info >= (3, 12) and installed("flygym")
     if not flygym_ok and os.environ.get("FLYCUDA_REQUIRE_FLYGYM") == "1":
         raise pytest.UsageError("FLYCUDA_REQUIRE_FLYGYM=1 (the FlyGym lane) but FlyGym cannot be imported "
                                 f"on Python {sys.version.split()[0]}")

@@ -15,8 +15,8 @@ every step able to fail:
    tool (flycuda/gpucheck/selftest.cu, built with the toolkit's nvcc): each tool
    must report its kernel, and pass the clean one;
 4. a short graph-captured replay with rendering (``flycuda replay --device cuda``);
-5. the benchmarks at a small size (bench_ops, bench_replay, bench_render, bench_env at
-   1024 and 4096 worlds), a PPO learning curve on flycuda.env (examples/ppo.py), and the
+5. the benchmarks at a small size (bench_ops, bench_control (the walking controllers' ops in
+   a graph), bench_replay, bench_render, bench_env at 1024 and 4096 worlds), a PPO learning curve on flycuda.env (examples/ppo.py), and the
    fly's eyes at 1000 and 8192 worlds (bench_vision; needs FlyGym).
 
 The tests and benchmarks live in a checkout (tests/, bench/), not in an installed
@@ -34,7 +34,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import datetime
-import importlib.util
 import json
 import os
 import re
@@ -50,6 +49,7 @@ import flycuda
 
 from .._buildcfg import cuda_version, find_cuda_home
 from ..driver import driver_cuda
+from ..errors import installed
 
 HERE = os.path.dirname(os.path.abspath(__file__))   # flycuda/gpucheck
 ROOT = os.path.dirname(os.path.dirname(HERE))       # the checkout (when run from one)
@@ -62,10 +62,12 @@ SELFTEST_SOURCE = os.path.join(HERE, "selftest.cu")
 NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 # Each tool, the self-test kernel it must catch, and the words of its report.
 SANITIZER_TOOLS = {"memcheck": ("oob", "Invalid __global__ write"),
-                   "synccheck": ("divergent", "Barrier error"),
+                   "synccheck": ("badmask", "Barrier error"),
                    "initcheck": ("uninit", "Uninitialized __global__ memory read")}
 # What ``--only`` takes: each step belongs to one group.
-GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "ppo", "vision")
+GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "control", "ppo", "vision")
+GRACE_S = 20.0   # a step past its limit: seconds between SIGINT (pytest's summary) and SIGKILL
+HANG_S = 120     # with xdist: a test still running after this long ends its worker (named, with its stack)
 QUICK_SAMPLE = 16  # --quick: the sanitizers run every 16th case of each op test function
 NEEDS_CHECKOUT = "needs a flycuda checkout (tests/ and bench/ are not installed with the package)"
 
@@ -200,7 +202,9 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
     benchmarks one size, the PPO curve 5 iterations, and each test step a shorter time
     limit (4 minutes for the CUDA tests, 100 s for each sanitizer: a step that needs more
     fails as timed out); ``xdist``: pytest-xdist is there, so
-    the CUDA tests run in 8 processes."""
+    the CUDA tests run in 8 processes, and a test still running after HANG_S seconds ends its
+    process, named (tests/conftest.py's --hang-timeout; its stacks go to ``hung-test.<pid>``
+    in ``out_dir``) instead of holding back the tests queued behind it."""
     # -rfE: the failed tests by name at the end (a crashed xdist worker's test too)
     pytest = [python, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "-m", "needs_cuda"]
     no_warp = "" if have_warp else "mujoco_warp/warp are not installed"
@@ -208,7 +212,8 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
     no_san = "" if sanitizer else "compute-sanitizer not found"
     tool = sanitizer or "compute-sanitizer"
     sample = ["--sample-every", str(QUICK_SAMPLE)] if quick else []
-    steps = [Step("CUDA tests", pytest + (["-n", "8"] if xdist else []) + ["tests"], skip=no_tests, pytest=True,
+    hangs = ["--hang-timeout", str(HANG_S), "--hang-log", os.path.join(out_dir, "hung-test"), "-n", "8"]
+    steps = [Step("CUDA tests", pytest + (hangs if xdist else []) + ["tests"], skip=no_tests, pytest=True,
                   group="tests", timeout=240.0 if quick else 1800.0)]
     for name in SANITIZER_TOOLS:
         tests = OP_TESTS + (RENDER_TESTS if name == "memcheck" else [])
@@ -252,6 +257,9 @@ def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym:
         Step("bench_ops", py + ["bench/bench_ops.py", "--device", "cuda", "--worlds", *pick("100 1000 4096", "4096"),
                                 "--steps", *pick("500", "200"), "--repeats", *pick("3", "2"), "--no-record"]
              + (["--no-warp"] if no_warp else []), skip=no_tests, group="bench", **limit),
+        Step("bench_control", py + ["bench/bench_control.py", "--device", "cuda", "--worlds", *pick("1024 4096", "4096"),
+                                    "--steps", *pick("500", "200"), "--repeats", *pick("3", "2"), "--no-results"],
+             skip=no_tests, group="control", **limit),
         Step("bench_replay", py + ["bench/bench_replay.py", "--device", "cuda", "--worlds", *pick("100 1000", "1000"),
                                    "--steps", *pick("200", "100"), "--repeats", *pick("2", "1"), "--no-record"],
              skip=no_warp or no_tests, group="bench", **limit),
@@ -321,16 +329,44 @@ def run_step(step: Step) -> Outcome:
     if step.cwd:  # a checkout: its flycuda for the scripts under bench/ and examples/, installed or not
         env["PYTHONPATH"] = os.pathsep.join(p for p in (step.cwd, env.get("PYTHONPATH", "")) if p)
     try:
-        res = subprocess.run(step.argv, cwd=step.cwd, capture_output=True, text=True, timeout=step.timeout, env=env)
-        text = res.stdout + res.stderr
-        ok, summary = judge(step, res.returncode, text)
-    except subprocess.TimeoutExpired as e:
-        partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        text = f"{partial}\ntimed out after {step.timeout:.0f} s"
-        ok, summary = False, f"timed out after {step.timeout:.0f} s"
+        code, text = run_with_grace(step.argv, step.cwd, env, step.timeout)
     except OSError as e:
         text, ok, summary = f"could not start: {e}", False, f"could not start: {e}"
+    else:
+        if code is None:
+            text += f"\ntimed out after {step.timeout:.0f} s"
+            ok, summary = False, f"timed out after {step.timeout:.0f} s"
+        else:
+            ok, summary = judge(step, code, text)
     return Outcome(step.name, "pass" if ok else "fail", time.perf_counter() - t0, summary, text)
+
+
+def run_with_grace(argv: list[str], cwd: str | None, env: dict, timeout: float,
+                   grace: float = GRACE_S) -> tuple[int | None, str]:
+    """(exit status, or None when it ran past ``timeout``; stdout then stderr). Past the
+    limit its process group gets SIGINT, on which pytest prints what failed so far (the
+    first GPU runs' test steps timed out with their failures unnamed), and ``grace``
+    seconds later SIGKILL, which also ends pytest-xdist's workers."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out + err
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            out, err = proc.communicate()
+        return None, out + err
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:  # it ended in the meantime
+        pass
 
 
 def write_report(env: dict, outcomes: list[Outcome], out_dir: str, results_md: str) -> str:
@@ -406,9 +442,9 @@ def main(out_dir: str | None = None, results_md: str | None = None, quick: bool 
     have_warp = not str(env.get("mujoco_warp", "")).startswith("not importable")
     outcomes = []
 
-    have_flygym = sys.version_info >= (3, 12) and importlib.util.find_spec("flygym") is not None
+    have_flygym = sys.version_info >= (3, 12) and installed("flygym")
     steps = plan(out_dir, have_warp=have_warp, sanitizer=env["compute_sanitizer"], root=root, nvcc=find_nvcc(),
-                 have_flygym=have_flygym, quick=quick, xdist=importlib.util.find_spec("xdist") is not None)
+                 have_flygym=have_flygym, quick=quick, xdist=installed("xdist"))
     for step in select(steps, only):
         print(f"gpu-check: {step.name} ...", flush=True)
         o = run_step(step)

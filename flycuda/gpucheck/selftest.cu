@@ -5,7 +5,7 @@
 //
 //   gpucheck_selftest clean        in-bounds, initialized, uniform barrier: no report
 //   gpucheck_selftest oob          writes one float past a cudaMalloc'd buffer (memcheck)
-//   gpucheck_selftest divergent    two __syncthreads(), each reached by half of every warp (synccheck)
+//   gpucheck_selftest badmask      __syncwarp with a mask that leaves out the calling lane (synccheck)
 //   gpucheck_selftest uninit       reads device memory nothing wrote (initcheck)
 //
 // Exit status 0 when the kernel ran (the tool's own exit status, with
@@ -32,22 +32,17 @@ __global__ void oob_kernel(float* out, int n) {
   if (i <= n) out[i] = 1.f;  // the bound is off by one: out[n] is past the buffer
 }
 
-__global__ void divergent_kernel(float* out, int n) {
-  // Two barrier instructions, each reached by half of every warp (lanes 0-15 at one,
-  // 16-31 at the other), both halves alive: a warp diverged at __syncthreads(). (Whole
-  // warps at different barrier sites, or half of the block at a barrier and the other
-  // half exited, is legal from Volta on: synccheck rightly passed the first version of
-  // this kernel on an H200.) Not yet run on a GPU in this form; gpu-check gives it 60 s.
+__global__ void badmask_kernel(float* out, int n) {
+  // Every lane calls __syncwarp with the mask of lane 0 alone: lanes 1-31 name a mask without
+  // themselves, which the PTX ISA leaves undefined (bar.warp.sync: the executing thread must be in
+  // membermask) and synccheck reports as a barrier error (invalid arguments). The first two forms
+  // failed on an H200: a warp-aligned split at __syncthreads() is legal from Volta on (synccheck
+  // rightly passed it), and each half of every warp at its own __syncthreads() hung synccheck
+  // past 60 s. Not yet run on a GPU in this form; gpu-check gives it 60 s.
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if ((threadIdx.x & 31) < 16) {
-    if (i < n) out[i] = 1.f;
-    __syncthreads();
-    if (i < n) out[i] += 2.f;
-  } else {
-    if (i < n) out[i] = 3.f;
-    __syncthreads();
-    if (i < n) out[i] *= 4.f;
-  }
+  if (i < n) out[i] = 1.f;
+  __syncwarp(1u);
+  if (i < n) out[i] += 2.f;
 }
 
 __global__ void uninit_kernel(const float* never_written, float* out, int n) {
@@ -67,7 +62,7 @@ int check(cudaError_t e, const char* what) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: gpucheck_selftest clean|oob|divergent|uninit\n");
+    std::fprintf(stderr, "usage: gpucheck_selftest clean|oob|badmask|uninit\n");
     return 2;
   }
   const char* mode = argv[1];
@@ -82,8 +77,8 @@ int main(int argc, char** argv) {
     clean_kernel<<<2, kN / 2>>>(in, out, kN);
   } else if (std::strcmp(mode, "oob") == 0) {
     oob_kernel<<<2, kN / 2 + 1>>>(out, kN);
-  } else if (std::strcmp(mode, "divergent") == 0) {
-    divergent_kernel<<<2, kN / 2>>>(out, kN);
+  } else if (std::strcmp(mode, "badmask") == 0) {
+    badmask_kernel<<<2, kN / 2>>>(out, kN);
   } else if (std::strcmp(mode, "uninit") == 0) {
     uninit_kernel<<<2, kN / 2>>>(in, out, kN);  // `in` was never written
   } else {

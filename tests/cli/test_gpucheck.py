@@ -27,9 +27,9 @@ def test_without_gpu_says_so_in_one_line_and_fails():
 
 STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck", "compute-sanitizer initcheck",
          "sanitizer self-test build", "self-test: memcheck catches 'oob'", "self-test: memcheck passes 'clean'",
-         "self-test: synccheck catches 'divergent'", "self-test: synccheck passes 'clean'",
+         "self-test: synccheck catches 'badmask'", "self-test: synccheck passes 'clean'",
          "self-test: initcheck catches 'uninit'", "self-test: initcheck passes 'clean'",
-         "graph-captured replay with rendering", "bench_ops", "bench_replay", "bench_render", "bench_env",
+         "graph-captured replay with rendering", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
          "PPO on flycuda.env (a learning curve)", "bench_vision"]
 
 
@@ -60,7 +60,7 @@ def test_plan_covers_every_part_of_the_check(tmp_path):
         "graph-captured replay with rendering"].argv
     bare = gpucheck.plan(str(tmp_path), python="py", have_warp=False, sanitizer=None, root="/repo", nvcc=None)
     skipped = {s.name for s in bare if s.skip}
-    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops"}
+    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops", "bench_control"}
     assert "--no-warp" in [s for s in bare if s.name == "bench_ops"][0].argv  # bench_ops still runs
     vision = by["bench_vision"]
     assert vision.argv[vision.argv.index("--worlds") + 1:][:2] == ["1000", "8192"] and vision.env["MUJOCO_GL"] == "osmesa"
@@ -80,7 +80,7 @@ def test_installed_package_skips_what_needs_a_checkout(tmp_path):
     steps = gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root=None, nvcc="nvcc")
     skipped = {s.name: s.skip for s in steps if s.skip}
     assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",
-                            "compute-sanitizer initcheck", "bench_ops", "bench_replay", "bench_render", "bench_env",
+                            "compute-sanitizer initcheck", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
                             "PPO on flycuda.env (a learning curve)", "bench_vision"}
     assert all(v == gpucheck.NEEDS_CHECKOUT for v in skipped.values())
     assert all(s.cwd is None for s in steps)
@@ -205,7 +205,8 @@ def test_main_from_an_installed_package(tmp_path, monkeypatch, capsys):
 
 def test_quick_plan_fits_a_short_lease(tmp_path):
     """--quick: the sanitizers sample each op test function's cases, every benchmark runs
-    one size, PPO 5 iterations; with pytest-xdist the CUDA tests run in 8 processes."""
+    one size, PPO 5 iterations; with pytest-xdist the CUDA tests run in 8 processes, a hung
+    test ending its own."""
     full = {s.name: s for s in gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc")}
     quick = {s.name: s for s in gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc",
                                               quick=True, xdist=True)}
@@ -214,7 +215,10 @@ def test_quick_plan_fits_a_short_lease(tmp_path):
         argv = quick[f"compute-sanitizer {tool}"].argv
         assert argv[argv.index("--sample-every") + 1] == str(gpucheck.QUICK_SAMPLE)
         assert "--sample-every" not in full[f"compute-sanitizer {tool}"].argv
-    assert quick["CUDA tests"].argv[-3:] == ["-n", "8", "tests"] and "-n" not in full["CUDA tests"].argv
+    tests = quick["CUDA tests"].argv
+    assert tests[-3:] == ["-n", "8", "tests"] and "-n" not in full["CUDA tests"].argv
+    assert tests[tests.index("--hang-timeout") + 1] == str(gpucheck.HANG_S)
+    assert tests[tests.index("--hang-log") + 1] == str(tmp_path / "hung-test")
     worlds = quick["bench_ops"].argv
     assert worlds[worlds.index("--worlds") + 1:worlds.index("--steps")] == ["4096"]
     ppo = quick["PPO on flycuda.env (a learning curve)"].argv
@@ -263,3 +267,45 @@ def test_a_crash_is_named_and_scripts_see_the_checkout(tmp_path):
                           cwd=str(tmp_path))
     out = gpucheck.run_step(probe)
     assert out.status == "pass" and out.output.split()[0].split(os.pathsep)[0] == str(tmp_path)
+
+
+def test_a_step_past_its_limit_is_interrupted_then_killed():
+    """Past its limit a step gets SIGINT (pytest prints what failed so far) and, if it
+    goes on, SIGKILL after the grace period; either way it counts as timed out."""
+    polite = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGINT, lambda *a: (print('summary so far'), sys.exit(2)))\n"
+              "print('started', flush=True); time.sleep(60)")
+    code, out = gpucheck.run_with_grace([sys.executable, "-c", polite], None, dict(os.environ), timeout=2, grace=20)
+    assert code is None and "started" in out and "summary so far" in out
+    stubborn = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    code, out = gpucheck.run_with_grace([sys.executable, "-c", stubborn], None, dict(os.environ), timeout=2, grace=1)
+    assert code is None and "up" in out
+    code, out = gpucheck.run_with_grace([sys.executable, "-c", "print('quick')"], None, dict(os.environ), timeout=30)
+    assert code == 0 and out == "quick\n"
+
+
+def test_a_hung_test_is_named_and_the_tests_after_it_run(tmp_path):
+    """tests/conftest.py's --hang-timeout (gpu-check's CUDA tests): under pytest-xdist a
+    test past the limit ends its worker, which xdist reports by the test's name; the tests
+    queued behind it still run; the stacks land in the --hang-log file, and no file is
+    left for the tests that ended."""
+    pytest.importorskip("xdist")
+    (tmp_path / "test_hang.py").write_text("import time\n"
+                                           "def test_quick(): pass\n"
+                                           "def test_hangs(): time.sleep(120)\n"
+                                           + "".join(f"def test_after_{i}(): pass\n" for i in range(6)))
+    log = tmp_path / "logs" / "hung"
+    log.parent.mkdir()
+    argv = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "-p", "conftest", "-n", "2",
+            "--hang-timeout", "3", "--hang-log", str(log), str(tmp_path / "test_hang.py")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tests"), ROOT]))
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"FAILED .*test_hang.py::test_hangs - worker 'gw\d' crashed", proc.stdout), proc.stdout
+    assert "1 failed, 7 passed" in proc.stdout
+    files = list(log.parent.iterdir())
+    assert len(files) == 1 and files[0].name.startswith("hung.")
+    text = files[0].read_text()
+    assert text.startswith("test_hang.py::test_hangs: still running after 3 s") and "in test_hangs" in text
+    refused = subprocess.run(argv[:9] + argv[11:], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert refused.returncode == 4 and "use it with pytest-xdist" in refused.stderr

@@ -41,7 +41,9 @@ def test_graph_replay_equals_eager(fused, op):
                 frames_per_step=0.33, mode="loop", advance=1 if fused else 0)
         if not fused:
             flycuda.advance_step(step, 1)
-        qpos.add_(ctrl[:, :1] * 1e-3)  # stands in for the physics: state depends on ctrl
+        # the physics: state depends on ctrl. In place, no temporary: the sanitizers run with torch's
+        # caching allocator off, where an allocation inside the capture is a cudaMalloc, refused
+        qpos.add_(ctrl[:, :1], alpha=1e-3)
         flycuda.record_qpos(qpos, adrs, history, step, every=10)
 
     qpos0 = qpos.clone()

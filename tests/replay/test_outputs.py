@@ -1,6 +1,7 @@
 """What a user sees: every requested output is written (and decodes), the plot has
 content, a camera the model lacks is an error, and the demo's output folder."""
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -218,11 +219,21 @@ def test_video_of_odd_sized_frames(tmp_path):
 def test_a_missing_extra_is_named_before_the_run(tmp_path, capsys, monkeypatch, args, module):
     """Without the `video` extra, an output that needs it fails before anything runs and says
     what to install."""
-    import importlib.util
-
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
     rc, out, err = _run_cli([a.replace("{tmp}", str(tmp_path)) for a in args] + ["--duration", str(10 * DT)], capsys)
     assert rc == 2 and not out, (out, err)
     assert f'needs {module}, which is not installed: pip install "flycuda[video]"' in err, err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_bare_folder_of_the_same_name_is_not_the_package(tmp_path, monkeypatch):
+    """flycuda.errors.installed: a folder named like a package on sys.path (the tests' own
+    tests/flygym once stood in for a missing FlyGym) is not an installed package."""
+    from flycuda.errors import installed
+
+    (tmp_path / "flycuda_absent_pkg").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert importlib.util.find_spec("flycuda_absent_pkg") is not None  # what the old check took for installed
+    assert not installed("flycuda_absent_pkg") and not installed("no_such_module_at_all")
+    assert installed("numpy") and installed("json")
