@@ -96,6 +96,13 @@ FLYCUDA_LIBRARY(m) {
   // extension) and rules (flycuda.ops.rule_params) advance state [W, 5, 6] and each world's
   // MT19937 stream rng [W, 626] by one step and write 42 angles and 6 adhesions into ctrl.
   m.def("rule_step(Tensor params, Tensor rules, Tensor(a!) state, Tensor(b!) rng, Tensor act_ids, Tensor(c!) ctrl) -> ()");
+  // The sensory inputs of FlyGym's hybrid controllers, from MuJoCo Warp's Data on the device
+  // (csrc/kernels/hybrid_senses.cuh): thorax and tarsus5 heights and the heading from xpos/xmat
+  // at body_ids; the ground's force on each leg's tibia, tarsus1 and tarsus2 from the contacts
+  // (flycuda.ops.launch_plan.CONTACT_FIELDS; geom_segment marks the segments' and ground's geoms).
+  m.def(
+      "hybrid_senses(Tensor xpos, Tensor xmat, Tensor body_ids, Tensor[] contacts, Tensor geom_segment, int cone, "
+      "Tensor(a!) thorax_z, Tensor(b!) tarsus5_z, Tensor(c!) stumbling_forces, Tensor(d!) heading) -> ()");
   // Ray-cast every selected world's cameras into RGB tiles (or a mosaic), planar
   // depth and geom-id segmentation: scene = flycuda.ops.scene_layout.Scene.FIELDS in order,
   // pixels = pixel ids to cast (empty: all); see csrc/kernels/render_tiles.cuh.

@@ -14,6 +14,7 @@
 #include "kernels/advance_step.cuh"
 #include "kernels/episode.cuh"
 #include "kernels/hybrid_step.cuh"
+#include "kernels/hybrid_senses.cuh"
 #include "kernels/rule_step.cuh"
 #include "kernels/motion_to_ctrl.cuh"
 #include "kernels/pool_ommatidia.cuh"
@@ -374,6 +375,25 @@ void run_rule_step(Case& c) {
   for (const char* name : {"state", "rng", "ctrl"}) c.save(name);
 }
 
+// As csrc/cuda/hybrid_senses.cu: body_ids int32 or int64; the contact arrays by their
+// CONTACT_FIELDS names; outputs the four sensory inputs (the forces summed with atomics).
+void run_hybrid_senses(Case& c) {
+  k::SensesPlan p;
+  p.W = c.i64("W"), p.nbody = c.i64("nbody"), p.ngeom = c.i64("ngeom"), p.slots = c.i64("slots");
+  p.efc_cols = c.i64("efc_cols"), p.njmax = c.i64("njmax"), p.friction_cols = c.i64("friction_cols");
+  p.cone = static_cast<int>(c.i64("cone"));
+  with_index_type(c.arr("body_ids"), [&](auto* tag) {
+    using index_t = std::remove_pointer_t<decltype(tag)>;
+    k::launch_hybrid_senses(kLaunch, c.ptr<float>("xpos"), c.ptr<float>("xmat"), c.arr("body_ids").data<index_t>(),
+                            c.ptr<int>("geom"), c.ptr<int>("worldid"), c.ptr<float>("frame"), c.ptr<float>("friction"),
+                            c.ptr<int>("dim"), c.ptr<int>("efc_address"), c.ptr<float>("adhesion"),
+                            c.ptr<float>("efc_force"), c.ptr<int>("nacon"), c.ptr<int>("geom_segment"),
+                            c.ptr<double>("thorax_z"), c.ptr<double>("tarsus5_z"), c.ptr<double>("stumbling_forces"),
+                            c.ptr<double>("heading"), p);
+  });
+  for (const char* name : {"thorax_z", "tarsus5_z", "stumbling_forces", "heading"}) c.save(name);
+}
+
 // A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
 // after FLYCUDA_EMU_TIMEOUT seconds (default 300) the program says so and exits.
 void on_alarm(int) {
@@ -398,6 +418,7 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"reset_worlds", run_reset_worlds},
       {"hybrid_step", run_hybrid_step},
       {"rule_step", run_rule_step},
+      {"hybrid_senses", run_hybrid_senses},
       {"render_tiles", run_render_tiles},
   };
   return table;

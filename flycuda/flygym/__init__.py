@@ -14,7 +14,9 @@ CPU when there is no GPU), or both at once, wrapped: :class:`Setup`.
 * :mod:`.bridge`: the fly, FlyGym's simulation and its wrap, DOF order, :class:`Setup`;
 * :mod:`.spotlight`: the Spotlight clip and the per-world targets of FlyGym's tutorial;
 * :mod:`.trajectories`: FlyGym's ``RecordedTrajectory`` to and from a flycuda store;
-* :mod:`.eyes`: FlyGym's own vision (its CPU renderer), the reference of :mod:`flycuda.vision`.
+* :mod:`.eyes`: FlyGym's own vision (its CPU renderer), the reference of :mod:`flycuda.vision`;
+* :mod:`.senses`: the hybrid walking controllers' sensory inputs of every world, on the device
+  (:class:`HybridSenses`: FlyGym's ``HybridControllerObservation.from_sim``, batched).
 
 FlyGym 2.x needs Python >= 3.12; everything here raises :class:`FlyGymError` (one line)
 when FlyGym cannot be imported. Install with ``pip install 'flycuda[flygym]'`` (or
@@ -38,10 +40,11 @@ from .bridge import (
                      wrap,
 )
 from .eyes import FlyGymEyes
+from .senses import HybridSenses
 from .spotlight import SPOTLIGHT_FPS, flygym_targets, spotlight, tutorial_buffer, tutorial_offsets
 from .trajectories import from_trajectories, to_trajectories
 
 __all__ = ["FlyGymError", "available", "require", "neuromechfly", "gpu_simulation", "wrap", "dof_names",
            "actuator_ids", "position_dofs", "spotlight", "flygym_targets", "tutorial_buffer", "tutorial_offsets",
            "Setup", "FlyGymEyes", "MODELS", "SPOTLIGHT_FPS", "TIMESTEP", "MIN_PYTHON", "to_trajectories",
-           "from_trajectories"]
+           "from_trajectories", "HybridSenses"]

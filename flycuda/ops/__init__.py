@@ -9,7 +9,7 @@ Shapes: W worlds, T recorded frames, D driven DOFs, nu controls, nq positions,
 R recorded samples. One module per kernel family (csrc/<family>.cpp):
 :mod:`.step` (the counter), :mod:`.targets`, :mod:`.record`, :mod:`.render`,
 :mod:`.pool`, :mod:`.episode` (a batched environment's step), :mod:`.walking` (FlyGym's
-walking controllers); :mod:`.launch_plan` mirrors the C++ launch constants and
+walking controllers), :mod:`.senses` (their sensory inputs from MuJoCo Warp's Data); :mod:`.launch_plan` mirrors the C++ launch constants and
 :mod:`.spline` computes the cubic pieces :func:`spline_to_ctrl` reads.
 """
 
@@ -18,6 +18,7 @@ from .episode import action_map, episode_step, gather_columns, motion_at, reset_
 from .pool import pool_ommatidia
 from .record import record_chunk, record_qpos
 from .render import render_tiles, render_tiles_args
+from .senses import CONTACT_FIELDS, geom_segments, hybrid_senses
 from .spline import SplineError, spline_coeffs
 from .step import advance_step, new_step_counter
 from .targets import MODES, motion_to_ctrl, spline_to_ctrl
@@ -26,4 +27,5 @@ from .walking import hybrid_params, hybrid_step, rule_params, rule_rng, rule_ste
 __all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "new_step_counter", "record_qpos", "record_chunk",
            "render_tiles", "render_tiles_args", "pool_ommatidia", "spline_coeffs", "SplineError", "MODES",
            "motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds", "action_map",
-           "hybrid_step", "hybrid_params", "rule_step", "rule_params", "rule_rng"]
+           "hybrid_step", "hybrid_params", "rule_step", "rule_params", "rule_rng", "hybrid_senses", "geom_segments",
+           "CONTACT_FIELDS"]

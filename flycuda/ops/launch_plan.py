@@ -48,6 +48,17 @@ RULE_STATE_ROWS = 5            # kRuleRows: state [W, 5, 6] = phases, stepping, 
 RULE_RNG_COLS = 626            # kRngCols: rng [W, 626] = MT19937 key (624), its position, the steps taken
 RULES = ("rule1", "rule2_ipsi", "rule2_contra", "rule3_ipsi", "rule3_contra", "margin", "increment")  # kRule*
 
+# csrc/kernels/hybrid_senses.cuh (the hybrid controllers' sensory inputs from MuJoCo Warp's Data)
+SENSES_THREADS = 128           # kSensesThreads: worlds, or contact slots, per block
+SENSE_BODIES = 7               # kSenseBodies: body_ids = the thorax, then the six tarsus5
+SENSE_GROUND = -2              # kGround: geom_segment's mark of a ground geom (-1: neither; 0..17 a leg segment)
+# The contacts list, in order (csrc/hybrid_senses.h ContactField): MuJoCo Warp's Data.contact.<name>, then
+# Data.efc.force and Data.nacon
+CONTACT_FIELDS = ("geom", "worldid", "frame", "friction", "dim", "efc_address", "adhesion", "efc_force", "nacon")
+"""The contact arrays :func:`flycuda.ops.hybrid_senses` takes, in its order: MuJoCo Warp's
+``Data.contact.<name>`` for the first seven, then ``Data.efc.force`` and ``Data.nacon``
+(:meth:`flycuda.sim.Sim.contact_views` gives them as zero-copy views)."""
+
 INT32_MAX = 2 ** 31 - 1
 
 

@@ -22,8 +22,8 @@ from ..driver import kernels_problem
 from ..errors import BridgeError
 from .hexapod import fly_model
 
-VIEW_FIELDS = ("ctrl", "qpos", "qvel", "time", "geom_xpos", "geom_xmat", "cam_xpos", "cam_xmat", "xpos", "xquat",
-               "sensordata", "actuator_force", "overflow")
+VIEW_FIELDS = ("ctrl", "qpos", "qvel", "time", "geom_xpos", "geom_xmat", "cam_xpos", "cam_xmat", "xpos", "xmat",
+               "xquat", "sensordata", "actuator_force", "overflow")
 # MuJoCo Warp's overflow bits (mujoco_warp.OverflowType, the same in 3.16 and 4.0), set by
 # mjw.step in data.overflow [W] and kept until the world's reset: what each means, for reports.
 OVERFLOW_BITS = {1: "constraint rows > njmax", 2: "sparse Jacobian entries > njmax_nnz",
@@ -194,7 +194,7 @@ class Sim:
 
         Fields: ctrl [W, nu], qpos [W, nq], qvel [W, nv], time [W], geom_xpos
         [W, ngeom, 3], geom_xmat [W, ngeom, 3, 3], cam_xpos [W, ncam, 3],
-        cam_xmat [W, ncam, 3, 3], xpos [W, nbody, 3], xquat [W, nbody, 4] (w, x, y, z),
+        cam_xmat [W, ncam, 3, 3], xpos [W, nbody, 3], xmat [W, nbody, 3, 3], xquat [W, nbody, 4] (w, x, y, z),
         sensordata [W, nsensordata], actuator_force [W, nu], overflow [W] int32 (MuJoCo
         Warp's overflow bits of each world, :data:`OVERFLOW_BITS`: set by a step that had
         to drop constraint rows or contacts, kept until the world is reset).
@@ -212,6 +212,31 @@ class Sim:
                 raise BridgeError(f"wp.to_torch copied data.{field}; a zero-copy view was expected")
             self._views[field] = t
         return self._views[field]
+
+    def contact_views(self) -> list[torch.Tensor]:
+        """The contact arrays :func:`flycuda.ops.hybrid_senses` reads, as zero-copy torch views
+        in :data:`flycuda.ops.CONTACT_FIELDS`' order: ``data.contact``'s geom [slots, 2], worldid,
+        frame [slots, 3, 3], friction [slots, 5], dim, efc_address [slots, 6] and adhesion, then
+        ``data.efc.force`` [W, njmax] and ``data.nacon`` [1] (the pool's slots are MuJoCo
+        Warp's naconmax, shared by all worlds; the first nacon are in use after a step)."""
+        if "contacts" not in self._views:
+            import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use)
+
+            from ..ops import CONTACT_FIELDS  # noqa: PLC0415  (ops loads the extension)
+
+            c = self.data.contact
+            arrays = {"efc_force": self.data.efc.force, "nacon": self.data.nacon}
+            views = []
+            for name in CONTACT_FIELDS:
+                arr = arrays[name] if name in arrays else getattr(c, name)
+                t = wp.to_torch(arr)
+                if name == "frame" and t.shape[-1] != 3:
+                    t = t.view(t.shape[0], 3, 3)
+                if t.numel() and t.data_ptr() != arr.ptr:  # pragma: no cover - guards Warp behaviour changes
+                    raise BridgeError(f"wp.to_torch copied the contact array {name}; a zero-copy view was expected")
+                views.append(t)
+            self._views["contacts"] = views
+        return self._views["contacts"]
 
     # -- names -------------------------------------------------------------------------
     def _names(self, objtype, count) -> list[str]:

@@ -64,6 +64,7 @@ from helpers import emu
 from helpers.cases import (
     EPISODE_OPS,
     M2C_SHAPES,
+    SENSE_OUTPUTS,
     clone_args,
     episode_args,
     hybrid_controls,
@@ -71,6 +72,7 @@ from helpers.cases import (
     hybrid_senses,
     hybrid_state,
     make_m2c_case,
+    senses_args,
 )
 from helpers.devices import poison_like, strided_view
 from helpers.images import assert_images_close, corrupt_scenes
@@ -1083,6 +1085,48 @@ def test_rule_step(sanitizer):
     assert edges[4, 1, 2] == 1, "the one eligible leg, chosen without a draw"
 
 
+def _senses_case(a: dict) -> emu.Case:
+    names = dict(zip(flycuda.ops.CONTACT_FIELDS, a["contacts"]))
+    case = emu.Case("hybrid_senses", W=a["xpos"].shape[0], nbody=a["xpos"].shape[1],
+                    ngeom=a["geom_segment"].shape[0], slots=names["geom"].shape[0],
+                    efc_cols=names["efc_address"].shape[1], njmax=names["efc_force"].shape[1],
+                    friction_cols=names["friction"].shape[1], cone=a["cone"])
+    for name in ("xpos", "xmat", "body_ids", "geom_segment", *SENSE_OUTPUTS):
+        case.array(name, a[name])
+    for name, t in names.items():
+        case.array(name, t)
+    return case
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_hybrid_senses(sanitizer):
+    """The hybrid controllers' sensory inputs on the emulated grid: the CPU op's values for both
+    cones and index dtypes, partial blocks, pools with slots past nacon; the forces summed with
+    atomics from concurrent blocks (to 1e-12: any order); a bad body id reads NaN, never out of
+    bounds."""
+    args = [senses_args(W, slots, used, seed=W, cone=cone, index_dtype=idx) for W, slots, used, cone, idx in (
+        (37, 300, 250, 0, torch.int32), (5, 130, 130, 1, torch.int64), (1, 9, 4, 0, torch.int64))]
+    bad = senses_args(3, 20, 15, seed=9)
+    bad["body_ids"][[0, 3]] = torch.tensor([-1, 11])
+    expected = []
+    for a in args:
+        cpu = clone_args(a)
+        flycuda.ops.hybrid_senses(**cpu)
+        expected.append(cpu)
+    good = dict(clone_args(bad), body_ids=torch.arange(7))  # the valid ids' values, as the CPU op reads them
+    flycuda.ops.hybrid_senses(**good)
+    cases = [_senses_case(clone_args(a)) for a in args + [bad]]
+    emu.run(cases, sanitizer)
+    for i, (case, want) in enumerate(zip(cases, expected)):
+        for name in SENSE_OUTPUTS:
+            torch.testing.assert_close(torch.as_tensor(case.out[name]).reshape(want[name].shape), want[name], rtol=1e-12, atol=1e-12,
+                                       equal_nan=True, msg=lambda m, i=i, name=name: f"{i} {name}: {m}")
+    out = {name: torch.as_tensor(cases[-1].out[name]).reshape(bad[name].shape) for name in SENSE_OUTPUTS}
+    assert out["thorax_z"].isnan().all() and out["heading"].isnan().all(), "a bad thorax id reads NaN"
+    assert out["tarsus5_z"][:, 2].isnan().all() and not out["tarsus5_z"][:, [0, 1, 3, 4, 5]].isnan().any()
+    torch.testing.assert_close(out["stumbling_forces"], good["stumbling_forces"], rtol=1e-12, atol=1e-12)
+
+
 # Lines that no valid input reaches (kept as defensive code).
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
@@ -1095,6 +1139,7 @@ def test_cases_execute_every_kernel_line():
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
                  "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh", "kernels/rule_step.cuh",
+                 "kernels/hybrid_senses.cuh",
                  "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"

@@ -85,7 +85,7 @@ RENAMED = {("motion_to_ctrl", "frame_mode"): "mode", ("spline_to_ctrl", "frame_m
 
 
 @pytest.mark.parametrize("name", ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk",
-                                  "pool_ommatidia", "hybrid_step", "rule_step"])
+                                  "pool_ommatidia", "hybrid_step", "rule_step", "hybrid_senses"])
 def test_schema_names_are_the_wrappers(name):
     schema = [RENAMED.get((name, a), a) for a in _schema_args(getattr(torch.ops.flycuda, name))]
     wrapper = list(inspect.signature(getattr(ops, name)).parameters)
@@ -140,6 +140,18 @@ def test_rule_step_layout_equals_the_header():
     assert [c[n] for n in names] == list(range(len(launch_plan.RULES))) and c["kRuleCount"] == len(launch_plan.RULES)
     assert (c["kRuleThreads"], c["kRuleRows"], c["kRngCols"]) == \
         (launch_plan.RULE_THREADS, launch_plan.RULE_STATE_ROWS, launch_plan.RULE_RNG_COLS)
+
+
+def test_hybrid_senses_layout_equals_the_headers():
+    """The contacts list's order (launch_plan.CONTACT_FIELDS) is csrc/hybrid_senses.h's
+    ContactField; the block size, body count and ground mark are kernels/hybrid_senses.cuh's."""
+    c = _constants(os.path.join(KERNELS, "hybrid_senses.cuh"))
+    assert (c["kSensesThreads"], c["kSenseBodies"], c["kGround"]) == \
+        (launch_plan.SENSES_THREADS, launch_plan.SENSE_BODIES, launch_plan.SENSE_GROUND)
+    with open(os.path.join(KERNELS, "..", "hybrid_senses.h")) as f:
+        enum = re.search(r"enum ContactField : int \{(.*?)\};", f.read(), re.S).group(1)
+    names = re.findall(r"kContact(\w+)", enum)
+    assert names == [_camel(n) for n in launch_plan.CONTACT_FIELDS] + ["Fields"]
 
 
 @pytest.mark.parametrize("S,E,O", [(0, 2, 721), (1, 2, 721), (1000, 2, 721), (8192, 2, 721), (1, 1, 1)])

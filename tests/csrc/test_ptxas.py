@@ -60,7 +60,10 @@ KERNELS += [("episode", f"flycuda::kernels::{k}")
 KERNELS += [("hybrid_step", f"flycuda::kernels::hybrid_step_kernel<{sense}, {index}>")
             for sense in ("float", "double") for index in ("int32_t", "int64_t")]
 KERNELS += [("rule_step", f"flycuda::kernels::rule_step_kernel<{index}>") for index in ("int32_t", "int64_t")]
-BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia", "episode"}
+KERNELS += [("hybrid_senses", f"flycuda::kernels::senses_bodies_kernel<{index}>") for index in ("int32_t", "int64_t")]
+KERNELS += [("hybrid_senses", "flycuda::kernels::senses_contacts_kernel")]
+BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia", "episode",
+            "hybrid_senses"}
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
 RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel": (96, 256),
                   "refit_top_kernel": (48, 0)}
@@ -78,7 +81,7 @@ SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632
 
 def probe_source() -> str:
     lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/episode.cuh"', '#include "kernels/hybrid_step.cuh"',
-             '#include "kernels/rule_step.cuh"',
+             '#include "kernels/rule_step.cuh"', '#include "kernels/hybrid_senses.cuh"',
              '#include "kernels/motion_to_ctrl.cuh"',
              '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record.cuh"',
              '#include "kernels/render_tiles.cuh"', "",
@@ -179,6 +182,8 @@ def _family(name: str) -> str:
         return "hybrid_step"
     if "rule_step_kernel" in name:
         return "rule_step"
+    if "senses_bodies_kernel" in name or "senses_contacts_kernel" in name:
+        return "hybrid_senses"
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
     for fam in ("record_kernel", "advance_step", "pool_ommatidia", "render_tiles", "refit_top"):
@@ -222,7 +227,7 @@ def test_every_kernel_is_compiled(usage):
     assert fams.count("motion_to_ctrl") == 8 and fams.count("spline_to_ctrl") == 8
     assert fams.count("record") == 2 and fams.count("render_tiles") == 3 and "advance_step" in fams
     assert fams.count("pool_ommatidia") == 1 and fams.count("episode") == 9 and fams.count("hybrid_step") == 4
-    assert fams.count("rule_step") == 2
+    assert fams.count("rule_step") == 2 and fams.count("hybrid_senses") == 3
     assert all(_budget(r) is not None for r in usage), [r["name"] for r in usage if _budget(r) is None]
     for r in usage:
         assert {"registers", "stack", "spill_stores", "spill_loads", "smem"} <= set(r), r

@@ -1,5 +1,5 @@
 """Random inputs of the ops, shared by each op's tests and the emulator's: motion_to_ctrl's shapes and
-cases, the episode ops' arguments, hybrid_step's inputs."""
+cases, the episode ops' arguments, hybrid_step's and hybrid_senses' inputs."""
 
 import numpy as np
 import torch
@@ -190,6 +190,56 @@ def hybrid_controls(W: int, kind: str, index_dtype, seed: int):
     if kind == "strided":
         return ids, torch.full((W, 2 * nu), float("nan"))[:, ::2]
     return ids, torch.full((W, nu), float("nan"))
+
+
+# --- hybrid_senses (the controllers' inputs from MuJoCo Warp's Data): the op tests' and the emulator's inputs ---
+
+def senses_args(W: int, slots: int, used: int, seed: int, cone: int = 0, index_dtype=torch.int64) -> dict:
+    """hybrid_senses' arguments: W worlds of 11 bodies (random poses), 40 geoms (18 leg
+    segments, 5 ground, the rest neither), a pool of ``slots`` contacts of which the first
+    ``used`` count (nacon), poisoned float64 outputs. The contacts in use: segment-ground pairs
+    in both geom orders (several on one segment of one world: sums), pairs that must not
+    count (segment-segment, segment-other, other-ground, ground-ground), constraints out of
+    the solver (efc_address -1), rows running past njmax, condim 1, 3, 4 and 6, nonzero
+    adhesion, and a world and geom id outside the arrays; the slots past nacon are valid
+    segment-ground contacts that must not count either."""
+    g = np.random.default_rng(seed)
+    nbody, ngeom, njmax = 11, 40, 64
+    perm = g.permutation(ngeom)
+    segment, ground = perm[:18], perm[18:23]
+    seg_table = ops.geom_segments(ngeom, segment, ground)
+    other = perm[23:]
+    pick = g.integers(0, 10, slots)
+    geom = np.stack([g.choice(segment, slots), g.choice(ground, slots)], axis=1)
+    geom[pick == 1] = geom[pick == 1][:, ::-1]                                     # ground first
+    geom[pick == 2, 1] = g.choice(segment, int((pick == 2).sum()))                # segment-segment
+    geom[pick == 3, 1] = g.choice(other, int((pick == 3).sum()))                  # segment-other
+    geom[pick == 4, 0] = g.choice(other, int((pick == 4).sum()))                  # other-ground
+    geom[pick == 5, 0] = g.choice(ground, int((pick == 5).sum()))                 # ground-ground
+    worldid = g.integers(0, W, slots)
+    if used > 3:
+        worldid[1], geom[2, 0] = W, ngeom  # outside the arrays: skipped
+    dim = g.choice([1, 3, 3, 4, 6], slots)
+    efc_address = np.stack([g.integers(0, njmax - 12, slots) + 2 * i for i in range(6)], axis=1)
+    efc_address[g.random(slots) < 0.1, 0] = -1                                    # not in the solver
+    efc_address[g.random(slots) < 0.05, :] += njmax - 14                          # rows past njmax
+    frame = g.standard_normal((slots, 3, 3))
+    contacts = dict(geom=geom, worldid=worldid, frame=frame, friction=g.uniform(0.1, 1.5, (slots, 5)), dim=dim,
+                    efc_address=efc_address, adhesion=g.uniform(0, 0.3, slots) * (g.random(slots) < 0.3),
+                    efc_force=g.uniform(-0.5, 2.0, (W, njmax)), nacon=np.array([used]))
+    ints = ("geom", "worldid", "dim", "efc_address", "nacon")
+    tensors = [torch.tensor(contacts[n], dtype=torch.int32 if n in ints else torch.float32).contiguous()
+               for n in ops.CONTACT_FIELDS]
+    xmat = torch.tensor(g.standard_normal((W, nbody, 3, 3)), dtype=torch.float32)
+    return dict(xpos=torch.tensor(g.standard_normal((W, nbody, 3)), dtype=torch.float32), xmat=xmat,
+                body_ids=torch.tensor(g.permutation(nbody)[:7], dtype=index_dtype), contacts=tensors,
+                geom_segment=seg_table, cone=cone, thorax_z=torch.full((W,), float("nan"), dtype=torch.float64),
+                tarsus5_z=torch.full((W, 6), float("nan"), dtype=torch.float64),
+                stumbling_forces=torch.full((W, 6, 3, 3), float("nan"), dtype=torch.float64),
+                heading=torch.full((W, 3), float("nan"), dtype=torch.float64))
+
+
+SENSE_OUTPUTS = ("thorax_z", "tarsus5_z", "stumbling_forces", "heading")
 
 
 def ulps32(a, b) -> int:
