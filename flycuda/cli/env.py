@@ -12,7 +12,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from ..env import TASKS, body_length, make
+from ..env import ACTIONS, TASKS, body_length, make
 from ..errors import EnvError
 from ..recording import LoopRecorder
 from ..recording.observables import Observable, resolve
@@ -48,6 +48,9 @@ def add_parser(sub) -> None:
                    help="exact, fast or fast:K (the replay's grammar, without a rate: the eyes are read every "
                         "control step): the eyes join the observations (default fast:2 for approach on neuromechfly)")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--action", choices=list(ACTIONS), default="joints",
+                   help="joints (the driven joints' targets, default) or descending (two drives per world into "
+                        "FlyGym's hybrid turning controller; neuromechfly)")
     add_store_options(e, "a zarr store: observations, actions, rewards and the episode flags every control step; "
                         "qpos (the task's objects too; and with --vision the eyes' readouts) at 30 Hz")
     e.add_argument("--render", default=None, metavar="OUT.mp4",
@@ -95,8 +98,8 @@ def _recorder(env, args, steps: int):
     every = max(1, round(1.0 / (VIDEO_FPS * env.control_dt)))
     own = [Observable("obs", "env", env.obs, _ids(len(env.obs_names), env), list(env.obs_names), 1,
                       attrs={"units": list(env.obs_units)}),
-           Observable("action", "env", env.actions, _ids(env.actions.shape[1], env), list(env.layout.names), 1,
-                      attrs={"units": ["rad"] * env.actions.shape[1]}),
+           Observable("action", "env", env.actions, _ids(env.actions.shape[1], env), _action_names(env), 1,
+                      attrs={"units": _action_units(env)}),
            Observable("reward", "env", env.rewards.view(W, 1), _ids(1, env), ["reward"], 1,
                       attrs={"units": [env.task.reward_unit]}),
            Observable("episode", "env", env.status, _ids(3, env), ["terminated", "truncated", "overflow"], 1,
@@ -118,6 +121,14 @@ def _ids(n: int, env) -> torch.Tensor:
 TASK_DEFAULTS = {"approach": {"model": "neuromechfly", "vision": "fast:2"}}
 
 
+def _action_names(env) -> list[str]:
+    return ["drive:left", "drive:right"] if env.descending is not None else list(env.layout.names)
+
+
+def _action_units(env) -> list[str]:
+    return ["1 (descending drive)"] * 2 if env.descending is not None else ["rad"] * env.actions.shape[1]
+
+
 def run(args) -> int:
     """``flycuda env TASK ...``."""
     if args.render and not args.record:
@@ -132,7 +143,7 @@ def run(args) -> int:
         if args.vision is None and args.model == defaults.get("model"):
             args.vision = defaults.get("vision")
     env = make(args.task, args.worlds, model=args.model, device=args.device, control_dt=args.control_dt,
-               max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed)
+               max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed, action=args.action)
     policy = load_policy(args.policy, env)
     steps = max(1, round(args.duration / env.control_dt))
     obs, _ = env.reset(seed=args.seed)

@@ -12,7 +12,9 @@
 arrays are torch tensors on the sim's device (as Isaac Lab's and mjlab's), autoreset
 in the same step. Per-world step counters, terminations, observations, actions and
 resets are flycuda ops (:mod:`flycuda.ops.episode`), and the whole control step is one
-CUDA graph on a GPU. Tasks: :mod:`flycuda.env.tasks`.
+CUDA graph on a GPU. Tasks: :mod:`flycuda.env.tasks`. With ``action="descending"`` a
+policy sends the fly's two descending drives and FlyGym's walking controller moves the legs
+(:mod:`flycuda.env.descending`).
 """
 
 from __future__ import annotations
@@ -31,13 +33,17 @@ from .layout import GROUPS
 from .settle import SETTLE_SECONDS
 from .tasks import TASKS, Approach, Imitate, Task, Walk, body_length
 
-__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS"]
+__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS", "ACTIONS"]
+
+ACTIONS = ("joints", "descending")
+"""What an environment's actions are (``make(..., action=)``): the driven joints' target angles,
+or two descending drives per world into FlyGym's hybrid turning controller."""
 
 
 def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=None, control_dt: float | None = None,
          max_episode_steps: int = 500, vision: str | None = None, seed: int = 0, observe=None, sim: Sim | None = None,
          act_ids: torch.Tensor | None = None, motion=None, check_actions: bool = True, graph: bool | None = None,
-         settle: float = SETTLE_SECONDS, copy: bool = False, **task_options) -> FlyVecEnv:
+         settle: float = SETTLE_SECONDS, copy: bool = False, action: str = "joints", **task_options) -> FlyVecEnv:
     """A batched environment of ``worlds`` flies doing ``task``.
 
     Args:
@@ -63,6 +69,10 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
         copy: ``step()`` and ``reset()`` return copies instead of the environment's own
             buffers (which the next step refills: a rollout of ``list.append(obs)`` would hold
             the last step W times over). Off by default: a copy per step costs an allocation.
+        action: "joints" (the driven joints' target angles, [W, A]) or "descending" (two
+            descending drives per world, [W, 2], in [-1, 1]: FlyGym's hybrid turning controller
+            walks the fly, run every physics step inside the step: :mod:`flycuda.env.descending`;
+            NeuroMechFly only). Its observation groups: "drive", "cpg", "corrections".
         task_options: the task's own (e.g. ``noise=``, ``init=``, ``sigma=``).
 
     Raises:
@@ -71,6 +81,11 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     """
     t = _task(task, task_options)
     nmf = is_flygym_model(model)
+    if action not in ACTIONS:
+        raise EnvError(f"unknown action {action!r}; the actions are: {', '.join(ACTIONS)}")
+    if action == "descending" and not nmf:
+        raise EnvError(f"action='descending' drives FlyGym's walking controller, which needs NeuroMechFly's legs "
+                       f"(model='neuromechfly' or 'neuromechfly-capsules'), got model={model!r}")
     if sim is None:
         if model not in NAMED_MODELS:
             raise EnvError(f"unknown model {model!r}; the models are: {', '.join(NAMED_MODELS)}")
@@ -97,7 +112,7 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     return FlyVecEnv(t, sim, act_ids, names, motion=motion, interp=ws.interp, frame_mode="clamp" if nmf else "loop",
                      decimation=decimation_of(control_dt, sim.timestep), max_episode_steps=max_episode_steps,
                      observe=observe, vision=vision, seed=seed, check_actions=check_actions,
-                     model_unit=ws.unit, graph=graph, settle=settle, copy=copy)
+                     model_unit=ws.unit, graph=graph, settle=settle, copy=copy, action=action)
 
 
 def _decorates(task: Task) -> bool:

@@ -29,7 +29,8 @@ from ..errors import CaptureAllocationError, CaptureError, EnvError, VisionError
 from ..sim import streams
 from ..sim.mjwarp import DROPPED_BITS
 from ..vision.spec import parse_vision
-from .layout import SOURCES, FlyLayout, columns_of, unit_of
+from .descending import DRIVE_BOUND, Descending
+from .layout import DESCENDING_GROUPS, OWN_COLUMNS, SOURCES, FlyLayout, columns_of, own_slice, unit_of
 from .settle import SETTLE_SECONDS, settle
 
 __all__ = ["FlyVecEnv"]
@@ -58,7 +59,8 @@ class FlyVecEnv(VectorEnv):
     def __init__(self, task, sim, act_ids: torch.Tensor, names, *, motion=None, interp: str = "linear",
                  frame_mode: str = "loop", decimation: int = 1, max_episode_steps: int = 1000, observe=None,
                  vision: str | None = None, seed: int = 0, check_actions: bool = True, model_unit: str = "m",
-                 graph: bool | None = None, settle: float = SETTLE_SECONDS, copy: bool = False):
+                 graph: bool | None = None, settle: float = SETTLE_SECONDS, copy: bool = False,
+                 action: str = "joints"):
         self.task, self.sim, self.motion, self.frame_mode = task, sim, motion, frame_mode
         self.num_envs, self.device, self.model_unit = sim.nworld, sim.device, model_unit
         self.decimation, self.max_episode_steps, self.seed_value = decimation, max_episode_steps, int(seed)
@@ -69,13 +71,18 @@ class FlyVecEnv(VectorEnv):
         self.layout = FlyLayout.of(sim, act_ids.to(sim.device), names)
         W, A, dev = self.num_envs, len(names), self.device
         self.vision = self._make_vision(vision)
-        self._buffers(W, A, dev, motion, interp)
+        self.action_kind = action
+        self.descending = Descending(sim, int(seed)) if action == "descending" else None
+        self._buffers(W, 2 if self.descending is not None else A, dev, motion, interp)
         observe = (observe,) if isinstance(observe, str) else observe  # one group by its name
         groups = tuple(observe) if observe is not None else task.observe + (("vision",) if vision else ())
         if "vision" in groups and self.vision is None:
             raise EnvError("observation 'vision' needs vision='exact' or 'fast:K' (and a fly with eyes)")
         if ("reference" in groups or "phase" in groups or task.needs_motion) and motion is None:
             raise EnvError(f"task {task.name!r} and observations 'reference'/'phase' need a recording (motion=)")
+        if self.descending is None and set(groups) & set(DESCENDING_GROUPS):
+            raise EnvError(f"observations {', '.join(map(repr, DESCENDING_GROUPS))} are the walking controller's: "
+                           "make(..., action='descending')")
         self.obs_names, table, self._groups = columns_of(self.layout, groups, self._num_ommatidia())
         self.obs_units = [unit_of(n, model_unit) for n in self.obs_names]
         self._columns = table.to(dev)
@@ -135,9 +142,11 @@ class FlyVecEnv(VectorEnv):
         self.world_steps = torch.zeros(W, dtype=torch.int64, device=dev)
         self.episodes = torch.zeros(W, dtype=torch.int64, device=dev)
         self.offsets = torch.zeros(W, dtype=torch.float64, device=dev)
-        self.reference = torch.zeros(W, A, device=dev)
-        self.angles = torch.zeros(W, A, device=dev)
-        self.phase = torch.zeros(W, 1, device=dev)
+        self.reference = torch.zeros(W, len(self.layout.names), device=dev)
+        self.angles = torch.zeros(W, len(self.layout.names), device=dev)
+        # the environment's own observation columns (layout.OWN_COLUMNS): phase, drives, controller
+        self.own = torch.zeros(W, sum(n for _, n in OWN_COLUMNS), device=dev)
+        self.phase = self.own[:, own_slice("phase")]
         self._phase64 = torch.zeros(W, dtype=torch.float64, device=dev)
         self.frames = None
         if motion is not None:
@@ -155,7 +164,7 @@ class FlyVecEnv(VectorEnv):
         vis = self.vision.readouts.view(W, -1) if self.vision is not None else torch.zeros(W, 1, device=dev)
         sensors = self.sim.view("sensordata")
         sensors = sensors if sensors.shape[1] > 0 else torch.zeros(W, 1, device=dev)
-        self._sources = views + [self.reference, self.phase, self.sim.view("actuator_force"), vis, sensors]
+        self._sources = views + [self.reference, self.own, self.sim.view("actuator_force"), vis, sensors]
         assert len(self._sources) == len(SOURCES)
 
     def _init_states(self) -> None:
@@ -177,6 +186,8 @@ class FlyVecEnv(VectorEnv):
 
     def _spaces(self, W, A) -> None:
         lo, hi = (x.cpu().numpy().astype(np.float32) for x in self.layout.action_bounds)
+        if self.descending is not None:  # two drives (left, right)
+            lo, hi, A = np.full(2, -DRIVE_BOUND, np.float32), np.full(2, DRIVE_BOUND, np.float32), 2
         O = len(self.obs_names)
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (O,), np.float32)
         self.single_action_space = gym.spaces.Box(lo, hi, (A,), np.float32)
@@ -197,6 +208,8 @@ class FlyVecEnv(VectorEnv):
         if self.vision is not None:
             self.sim.kinematics()
             self.vision.update(only=reset)
+        if self.descending is not None:
+            self.descending.observe(self.own)
         ops.gather_columns(self._sources, self._angle_columns, self.angles)
         ops.gather_columns(self._sources, self._columns, self.obs)
         self.task.measure(self)
@@ -207,6 +220,8 @@ class FlyVecEnv(VectorEnv):
         qpos, qvel = self.sim.view("qpos"), self.sim.view("qvel")
         ops.reset_worlds(self.done, *self._init, self.seed_value, qpos, qvel, self.world_steps, self.episodes,
                          self.offsets)
+        if self.descending is not None:
+            self.descending.reset(self.done)
         if self._forces:
             self.sim.view("actuator_force").masked_fill_(self.done.unsqueeze(1), 0.0)
 
@@ -228,9 +243,14 @@ class FlyVecEnv(VectorEnv):
 
     def _advance(self) -> None:
         """One control step of every world (capturable: in-place ops on fixed buffers)."""
-        ops.scatter_actions(self.actions, self.layout.act_ids, self.action_map, self.sim.view("ctrl"))
-        for _ in range(self.decimation):
-            self.sim.step()
+        if self.descending is not None:  # the walking controller sets ctrl before every physics step
+            for _ in range(self.decimation):
+                self.descending.step(self.actions)
+                self.sim.step()
+        else:
+            ops.scatter_actions(self.actions, self.layout.act_ids, self.action_map, self.sim.view("ctrl"))
+            for _ in range(self.decimation):
+                self.sim.step()
         ops.episode_step(self.world_steps, self.sim.view("qpos"), self.sim.view("qvel"), self.terminated,
                          self.truncated, **self._rules)
         self._end_overflowed()
@@ -296,7 +316,9 @@ class FlyVecEnv(VectorEnv):
         ``make(..., copy=True)``).
 
         ``actions``: float32 [W, A] on the environment's device (the driven joints' target
-        angles in rad; clamped to the actuators' ranges), or a float32 numpy array (as
+        angles in rad; clamped to the actuators' ranges; with ``action="descending"`` [W, 2]:
+        each world's left and right descending drives, which FlyGym's hybrid turning
+        controller turns into joint targets and adhesion every physics step), or a float32 numpy array (as
         ``action_space.sample()`` gives; copied to the device). Checked before anything runs:
         shape, dtype, device and, with ``check_actions`` (the default), that every entry is
         finite (on CUDA one host sync; with it off a non-finite action is applied as the

@@ -10,6 +10,7 @@ import mujoco
 import torch
 
 from ..errors import EnvError
+from ..ops.walking import LEGS
 from ..vision.eyes import readout_names
 
 # The observation groups, in the order they appear when asked for, with what each holds.
@@ -26,11 +27,33 @@ GROUPS = {
     "contacts": "the model's contact sensors (FlyGym's ground-contact sensors), as the last physics step left them "
                 "(0 after a reset)",
     "vision": "both eyes' ommatidia readouts [2, O, 2], flattened (needs a model with eyes)",
+    "drive": "the descending drives of the last action (left, right; action='descending')",
+    "cpg": "the walking controller's six oscillators: phases in [0, 2 pi), then magnitudes (action='descending')",
+    "corrections": "the controller's retraction, then stumbling corrections of each leg (action='descending')",
 }
 """The observation groups (``observe=``), in the order they appear when asked for: name -> what it holds."""
 
-# The sources gather_columns reads, in this order (the index is the source id).
-SOURCES = ("qpos", "qvel", "ctrl", "reference", "phase", "actuator_force", "vision", "sensordata")
+# The sources gather_columns reads, in this order (the index is the source id). "own": the
+# environment's own float32 columns [W, 27], OWN_COLUMNS.
+SOURCES = ("qpos", "qvel", "ctrl", "reference", "own", "actuator_force", "vision", "sensordata")
+OWN_COLUMNS = (("phase", 1), ("drive", 2), ("cpg_phase", 6), ("cpg_magnitude", 6), ("retraction", 6),
+               ("stumbling", 6))
+DESCENDING_GROUPS = ("drive", "cpg", "corrections")  # the groups action='descending' fills
+
+
+def own_slice(name: str) -> slice:
+    """Where ``name`` (one of :data:`OWN_COLUMNS`) lies in the environment's own columns."""
+    start = 0
+    for n, width in OWN_COLUMNS:
+        if n == name:
+            return slice(start, start + width)
+        start += width
+    raise KeyError(name)
+
+
+def _own(name: str, labels) -> list[tuple[str, int, int]]:
+    s = own_slice(name)
+    return [(f"{name}:{label}", SOURCES.index("own"), c) for label, c in zip(labels, range(s.start, s.stop))]
 
 
 @dataclass
@@ -100,7 +123,13 @@ class FlyLayout:
         if name == "reference":
             return [(f"reference:{n}", src["reference"], d) for d, n in enumerate(self.names)]
         if name == "phase":
-            return [("phase", src["phase"], 0)]
+            return [("phase", src["own"], own_slice("phase").start)]
+        if name == "drive":
+            return _own("drive", ("left", "right"))
+        if name == "cpg":
+            return _own("cpg_phase", LEGS) + _own("cpg_magnitude", LEGS)
+        if name == "corrections":
+            return _own("retraction", LEGS) + _own("stumbling", LEGS)
         if name == "action":
             return [(f"action:{n}", src["ctrl"], int(a)) for n, a in zip(self.names, self.act_ids.tolist())]
         if name == "forces":
@@ -147,4 +176,10 @@ def unit_of(column: str, model_unit: str) -> str:
         return "actuator force (MuJoCo's units for the model)"
     if kind == "vision":
         return "1 (ommatidium intensity, 0 to 1)"
+    if kind == "drive":
+        return "1 (descending drive)"
+    if kind == "cpg_phase":
+        return "rad"
+    if kind in ("cpg_magnitude", "retraction", "stumbling"):
+        return "1 (FlyGym's controller units)"
     return "MuJoCo's sensor units"  # contacts

@@ -193,7 +193,7 @@ class Walk(Task):
         self.L = self.body_length or body_length(env.model_unit)
         self._t = [torch.empty(W, device=dev) for _ in range(3)]
         self._terms = {f"reward/{k}": torch.zeros(W, device=dev) for k in ("forward", "energy", "fall")}
-        self._sq = torch.empty_like(env.actions)
+        self._sq = torch.empty(W, len(env.layout.act_ids), device=dev)  # the driven joints (not the drives)
         q, v, lay = env.sim.view("qpos"), env.sim.view("qvel"), env.layout
         self._q = [q[:, lay.root_adr + 3 + i] for i in range(4)]  # the thorax's quaternion (w, x, y, z)
         self._vx, self._vy = v[:, lay.root_dof], v[:, lay.root_dof + 1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import mujoco
 import torch
 
 from ..errors import FlyGymError
@@ -62,6 +63,34 @@ class HybridSenses:
         return cls(torch.tensor(bodies, dtype=torch.int32), geom_segments(mjm.ngeom, segments, ground),
                    int(mjm.opt.cone))
 
+    @classmethod
+    def of_model(cls, mjm: mujoco.MjModel, fly_name: str = "nmf") -> "HybridSenses":
+        """The ids of ``fly_name`` in a compiled FlyGym model, by FlyGym's names: the bodies
+        ``<fly>/c_thorax`` and ``<fly>/<leg>_tarsus5``, the last geom of each body
+        ``<fly>/<leg>_<link>`` (FlyGym's segment geom), and as ground every geom of the world
+        body in a contact pair (FlyGym's ground geoms: only they have explicit pairs)."""
+        def body(name: str) -> int:
+            b = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, f"{fly_name}/{name}")
+            if b < 0:
+                raise FlyGymError(f"the model has no body {fly_name}/{name}: hybrid senses need FlyGym's "
+                                  f"NeuroMechFly named {fly_name!r}")
+            return b
+
+        bodies = [body("c_thorax")] + [body(f"{leg}_tarsus5") for leg in LEGS]
+        segments = []
+        for leg in LEGS:
+            for link in LINKS:
+                b = body(f"{leg}_{link}")
+                if mjm.body_geomnum[b] == 0:
+                    raise FlyGymError(f"body {fly_name}/{leg}_{link} has no geom to touch the ground with")
+                segments.append(int(mjm.body_geomadr[b] + mjm.body_geomnum[b] - 1))
+        paired = set(mjm.pair_geom1.tolist()) | set(mjm.pair_geom2.tolist())
+        ground = sorted(g for g in paired if mjm.geom_bodyid[g] == 0)
+        if not ground:
+            raise FlyGymError("the model has no ground geoms in contact pairs (FlyGym's ground contacts)")
+        return cls(torch.tensor(bodies, dtype=torch.int32), geom_segments(mjm.ngeom, segments, ground),
+                   int(mjm.opt.cone))
+
     def read(self, sim: Sim) -> None:
         """Fills the outputs from ``sim``'s Data as it is now (one launch pair, no host sync:
         capturable). The outputs are allocated on the first call, on ``sim``'s device."""
@@ -78,3 +107,4 @@ class HybridSenses:
         """(thorax_z, tarsus5_z, stumbling_forces, heading): the sensory arguments of
         :meth:`flycuda.control.HybridTurningController.step`, in its order."""
         return self.thorax_z, self.tarsus5_z, self.stumbling_forces, self.heading
+
