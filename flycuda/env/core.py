@@ -245,8 +245,9 @@ class FlyVecEnv(VectorEnv):
         """One control step of every world (capturable: in-place ops on fixed buffers)."""
         if self.descending is not None:  # the walking controller sets ctrl before every physics step
             for _ in range(self.decimation):
-                self.descending.step(self.actions)
+                self.descending.act(self.actions)
                 self.sim.step()
+                self.descending.sense()
         else:
             ops.scatter_actions(self.actions, self.layout.act_ids, self.action_map, self.sim.view("ctrl"))
             for _ in range(self.decimation):
@@ -274,6 +275,8 @@ class FlyVecEnv(VectorEnv):
             self.action_space.seed(int(seed))
             self._graph = None  # the seed is part of the captured reset
             self.episodes.zero_()  # a seed restarts the draws; without one each reset draws anew
+            if self.descending is not None:
+                self.descending.reseed(int(seed))
         with self._on_torch_stream():
             self.done.fill_(True)
             self._reset_done()

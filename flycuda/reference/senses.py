@@ -29,13 +29,13 @@ def contact_force(c: int, contacts: dict, cone: int) -> np.ndarray:
     if cone == 0:  # pyramidal: pairs of edge forces
         if dim == 1:
             local[0] = efc[adr] if adr < njmax else 0.0
-        for i in range(dim - 1 if dim > 1 else 0):
+        for i in range(min(dim - 1, 5) if dim > 1 else 0):  # (MuJoCo's condim is at most 6)
             d1 = efc[adr + 2 * i] if adr + 2 * i < njmax else 0.0
             d2 = efc[adr + 2 * i + 1] if adr + 2 * i + 1 < njmax else 0.0
             local[0] += d1 + d2
             local[i + 1] = (d1 - d2) * float(contacts["friction"][c, i])
     else:  # elliptic: one row per component
-        for i in range(dim):
+        for i in range(min(dim, 3, contacts["efc_address"].shape[1])):  # the force's rows (not the torques')
             a = int(contacts["efc_address"][c, i])
             if 0 <= a < njmax:
                 local[i] = efc[a]

@@ -50,8 +50,10 @@ def test_the_steering_example_lowers_the_drive_on_the_dark_side():
 @pytest.mark.needs_flygym
 def test_the_controller_is_flycuda_controls_fed_the_same_senses():
     """Control step = physics step here: before each step the test reads the senses itself and
-    steps flycuda.control's HybridTurningController (the same seeds) with the same drives; the
-    environment must write the same 42 joint targets and six adhesions into ctrl."""
+    steps flycuda.control's HybridTurningController (the same seeds) with the same drives (clamped
+    to the action space, as the environment clamps them); the environment must write the same 42
+    joint targets and six adhesions into ctrl. (The environment reads its senses after each step:
+    the same Data the test reads before the next.)"""
     from flycuda.control import HybridTurningController
     from flycuda.env.descending import locomotion_actuators
     from flycuda.flygym.senses import HybridSenses
@@ -66,7 +68,7 @@ def test_the_controller_is_flycuda_controls_fed_the_same_senses():
     for t in range(40):
         drive = (torch.rand(3, 2, generator=g) * 2.4 - 1.2 if t % 10 else torch.zeros(3, 2)).float()
         senses.read(env.sim)
-        angles, adhesion = ours.step(drive.double(), *senses.inputs())
+        angles, adhesion = ours.step(drive.double().clamp(-1, 1), *senses.inputs())  # the env clamps to [-1, 1]
         env.step(drive)
         ctrl = env.sim.view("ctrl")[:, ids]
         assert torch.equal(ctrl[:, :42], angles), t
@@ -96,9 +98,18 @@ def test_observations_resets_and_no_allocation():
     phases = obs[:, env.obs_slice("cpg")][:, :6]
     assert (phases >= 0).all() and (phases < 6.2832).all()
     env.descending.state[:, 2:].fill_(3.0)
+    senses = env.descending.senses
+    senses.stumbling_forces.fill_(5.0)  # as if both worlds touched the ground
+    kept = [t[1].clone() for t in senses.inputs()]
     env.reset_worlds(torch.tensor([True, False]))
     assert torch.equal(env.descending.state[0], env.descending.init_state[0])
     assert env.descending.state[1, 2:].eq(3.0).all(), "the other world's controller is untouched"
+    # MuJoCo Warp's reset of world 0 zeroes the contact count all worlds share: the other world keeps
+    # what it sensed after its last step; the reset one senses its new pose, with no ground force yet
+    assert all(torch.equal(t[1], k) for t, k in zip(senses.inputs(), kept))
+    assert senses.stumbling_forces[0].eq(0).all()
+    z = env.sim.view("qpos")[0, env.layout.root_adr + 2].double()
+    assert abs(senses.thorax_z[0] - z) < 1e-6, (senses.thorax_z[0], z)
 
 
 @pytest.mark.needs_flygym
