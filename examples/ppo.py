@@ -2,6 +2,14 @@
 
     python examples/ppo.py --task imitate --worlds 4096 --iterations 200 --device cuda   # a GPU
     python examples/ppo.py --task walk --worlds 8 --iterations 1 --horizon 8             # a CPU smoke test
+    python examples/ppo.py --task walk --model neuromechfly --action descending          # two drives a fly
+    torchrun --nproc_per_node 8 examples/ppo.py --worlds 4096 --device cuda              # 8 GPUs
+
+Under torchrun each rank steps its own worlds on its own device (``cuda:LOCAL_RANK``, or the
+CPU) from its own seed, and the ranks train one policy, as DistributedDataParallel does: the
+parameters start equal (broadcast from rank 0) and every minibatch's gradients are averaged
+over the ranks (all-reduce: NCCL on GPUs, gloo on the CPU) before the optimizer's step. Rank 0
+prints the mean over all ranks' worlds.
 
 A Gaussian policy (its mean an MLP of the observations, offset by the task's reference pose
 when it has one: the policy learns a correction) and an MLP value function, trained with
@@ -13,9 +21,11 @@ one line per iteration: mean reward per step, episodes ended, env steps/s.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 import flycuda.env
@@ -34,13 +44,15 @@ class Agent(nn.Module):
         O, A = len(env.obs_names), env.actions.shape[1]
         self.pi, self.v = mlp(O, A), mlp(O, 1)
         self.log_std = nn.Parameter(torch.full((A,), -1.5))
-        self.ref = env.obs_slice("reference") if env.observes("reference") else None
+        joints = env.action_kind == "joints"  # descending: two drives, their mean offset to walking ahead
+        self.ref = env.obs_slice("reference") if joints and env.observes("reference") else None
+        self.base = 0.0 if joints else 0.8
         with torch.no_grad():
             self.pi[-1].weight.mul_(0.01)
             self.pi[-1].bias.zero_()
 
     def dist(self, obs):
-        mean = self.pi(obs)
+        mean = self.pi(obs) + self.base
         if self.ref is not None:
             mean = mean + obs[:, self.ref]
         return torch.distributions.Normal(mean, self.log_std.exp(), validate_args=False)  # no host syncs
@@ -81,7 +93,7 @@ def gae(b, last, gamma=GAMMA, lam=0.95):
     return adv, adv + b["val"]
 
 
-def update(agent, opt, b, adv, ret, epochs=4, minibatches=4, clip=0.2):
+def update(agent, opt, b, adv, ret, epochs=4, minibatches=4, clip=0.2, reduce=None):
     n = adv.numel()
     flat = {k: v.reshape(n, *v.shape[2:]) for k, v in b.items() if k != "score"}
     adv, ret = adv.reshape(n), ret.reshape(n)
@@ -95,34 +107,82 @@ def update(agent, opt, b, adv, ret, epochs=4, minibatches=4, clip=0.2):
             loss_v = 0.5 * (agent.v(flat["obs"][idx]).squeeze(-1) - ret[idx]).pow(2).mean()
             opt.zero_grad()
             (loss_pi + loss_v - 0.001 * d.entropy().sum(-1).mean()).backward()
+            if reduce is not None:
+                reduce(agent)
             nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
             opt.step()
+
+
+def join_ranks(device):
+    """Under torchrun: (rank, ranks, this rank's device) with the process group joined (NCCL for
+    CUDA, gloo for the CPU); else (0, 1, device)."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return 0, 1, device
+    rank, ranks, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
+    cuda = device == "cuda" or (device is None and torch.cuda.is_available())
+    if cuda:
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+    else:
+        device = "cpu"
+    dist.init_process_group("nccl" if cuda else "gloo")
+    return rank, ranks, device
+
+
+def same_start(agent) -> None:
+    """Every rank's parameters set to rank 0's."""
+    for p in agent.parameters():
+        dist.broadcast(p.data, src=0)
+
+
+def average_grads(agent) -> None:
+    """Every parameter's gradient averaged over the ranks (DistributedDataParallel's all-reduce)."""
+    n = dist.get_world_size()
+    for p in agent.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad.div_(n)
 
 
 def main(argv=None) -> list[float]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="imitate")
-    ap.add_argument("--worlds", type=int, default=64)
+    ap.add_argument("--model", default="hexapod")
+    ap.add_argument("--action", default="joints", help="joints or descending (two drives a world: neuromechfly)")
+    ap.add_argument("--worlds", type=int, default=64, help="worlds (per rank under torchrun)")
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--horizon", type=int, default=32, help="control steps per rollout")
     ap.add_argument("--device", default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    torch.manual_seed(args.seed)
-    env = flycuda.env.make(args.task, worlds=args.worlds, device=args.device, seed=args.seed, check_actions=False)
+    rank, ranks, device = join_ranks(args.device)
+    seed = args.seed + 1000 * rank  # each rank its own worlds
+    torch.manual_seed(seed)
+    env = flycuda.env.make(args.task, worlds=args.worlds, model=args.model, device=device, seed=seed,
+                           check_actions=False, action=args.action)
     agent = Agent(env).to(env.device)
+    if ranks > 1:
+        same_start(agent)
     opt = torch.optim.Adam(agent.parameters(), lr=3e-4)
-    obs, _ = env.reset(seed=args.seed)
+    obs, _ = env.reset(seed=seed)
     curve = []
     for it in range(args.iterations):
         t0 = time.perf_counter()
         b, obs, last = rollout(env, agent, obs, args.horizon)
         adv, ret = gae(b, last)
-        update(agent, opt, b, adv, ret)
-        mean = float(b["score"].mean())
-        curve.append(mean)
-        print(f"iteration {it}: mean reward {mean:.4f}, episodes ended {int(b['done'].sum())}, "
-              f"{args.worlds * args.horizon / (time.perf_counter() - t0):,.0f} env steps/s", flush=True)
+        update(agent, opt, b, adv, ret, reduce=average_grads if ranks > 1 else None)
+        stats = torch.stack([b["score"].mean(), b["done"].sum()]).double()
+        if ranks > 1:
+            dist.all_reduce(stats)
+            stats[0] /= ranks
+        curve.append(float(stats[0]))
+        if rank == 0:
+            print(f"iteration {it}: mean reward {curve[-1]:.4f}, episodes ended {int(stats[1])}, "
+                  f"{ranks * args.worlds * args.horizon / (time.perf_counter() - t0):,.0f} env steps/s", flush=True)
+    if ranks > 1:  # the ranks trained one policy: the same parameters everywhere
+        total = float(sum(p.detach().double().sum() for p in agent.parameters()))
+        print(f"rank {rank}: parameter sum {total:.12e}", flush=True)
+        dist.destroy_process_group()
     return curve
 
 

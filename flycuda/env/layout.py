@@ -10,6 +10,7 @@ import mujoco
 import torch
 
 from ..errors import EnvError
+from ..ops.launch_plan import named_slice
 from ..ops.walking import LEGS
 from ..vision.eyes import readout_names
 
@@ -43,12 +44,7 @@ DESCENDING_GROUPS = ("drive", "cpg", "corrections")  # the groups action='descen
 
 def own_slice(name: str) -> slice:
     """Where ``name`` (one of :data:`OWN_COLUMNS`) lies in the environment's own columns."""
-    start = 0
-    for n, width in OWN_COLUMNS:
-        if n == name:
-            return slice(start, start + width)
-        start += width
-    raise KeyError(name)
+    return named_slice(OWN_COLUMNS, name)
 
 
 def _own(name: str, labels) -> list[tuple[str, int, int]]:

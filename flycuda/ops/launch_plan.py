@@ -62,6 +62,17 @@ CONTACT_FIELDS = ("geom", "worldid", "frame", "friction", "dim", "efc_address", 
 INT32_MAX = 2 ** 31 - 1
 
 
+def named_slice(parts, name: str) -> slice:
+    """Where part ``name`` lies in a layout of consecutive ``(name, length)`` parts (e.g.
+    HYBRID_PARAMS in the params tensor)."""
+    start = 0
+    for n, length in parts:
+        if n == name:
+            return slice(start, start + length)
+        start += length
+    raise KeyError(name)
+
+
 def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 

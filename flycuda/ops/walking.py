@@ -19,7 +19,7 @@ import torch
 
 from ._values import check_index
 from .checks import check_same_device
-from .launch_plan import HYBRID_COLUMNS, HYBRID_PARAMS, HYBRID_SCALARS, RULE_RNG_COLS, RULES
+from .launch_plan import HYBRID_COLUMNS, HYBRID_PARAMS, HYBRID_SCALARS, RULE_RNG_COLS, RULES, named_slice
 
 __all__ = ["hybrid_step", "hybrid_params", "rule_step", "rule_params", "rule_rng", "RULE_WEIGHTS", "params_slice", "LEGS", "DOF_ORDER", "CORRECTION_VECTORS", "RIGHT_LEG_SIGN",
            "GAIN_VALUES"]
@@ -46,12 +46,7 @@ GAIN_VALUES = (0.0, 0.8, 0.0, -0.1, 0.0)
 
 def params_slice(name: str) -> slice:
     """Where ``name`` (one of launch_plan.HYBRID_PARAMS) lies in the params tensor."""
-    start = 0
-    for n, length in HYBRID_PARAMS:
-        if n == name:
-            return slice(start, start + length)
-        start += length
-    raise KeyError(name)
+    return named_slice(HYBRID_PARAMS, name)
 
 
 def _gain_points(swing_end: float, extension: float) -> np.ndarray:
