@@ -5,10 +5,10 @@
 #include "hybrid_senses.h"
 
 #include "common.h"
+#include "hybrid_step.h"  // walking:: the checks the walking ops share
 
 #include <algorithm>
 #include <climits>
-#include <iterator>
 #include <utility>
 
 namespace flycuda {
@@ -20,16 +20,9 @@ constexpr const char* kContactNames[kContactFields] = {
     "contacts[4] (dim)", "contacts[5] (efc_address)", "contacts[6] (adhesion)", "contacts[7] (efc_force)",
     "contacts[8] (nacon)"};
 
-// t: on `on`'s device, of dtype dt, contiguous, its shape `shape` (-1: any size there).
-void expect(const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape, const Tensor& on) {
-  FLYCUDA_CHECK(t.device() == on.device(), "argument '", name, "' must be on ", on.device(),
-                " (the device of 'xpos'), got ", t.device());
-  FLYCUDA_CHECK(t.scalar_type() == dt, "argument '", name, "' must have dtype ", dt, ", got ", t.scalar_type());
-  bool same = t.dim() == static_cast<int64_t>(shape.size());
-  for (size_t i = 0; same && i < shape.size(); ++i) same = shape[i] < 0 || t.size(static_cast<int64_t>(i)) == shape[i];
-  FLYCUDA_CHECK(same, "argument '", name, "' must have shape ", sizes_str(shape), " (-1: any), got ", sizes_of(t));
-  FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous, got shape ", sizes_of(t), " strides ",
-                strides_of(t));
+// t: on xpos's device, of dtype dt and exactly `shape` (-1: any size there), contiguous.
+void expect(const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape, const Tensor& xpos) {
+  walking::expect(kOpName, t, name, dt, std::move(shape), xpos, "xpos");
 }
 
 }  // namespace
@@ -73,22 +66,11 @@ kernels::SensesPlan check_hybrid_senses(const SensesArgs& a) {
   expect(a.tarsus5_z, "tarsus5_z", kDouble, {W, 6}, a.xpos);
   expect(a.stumbling_forces, "stumbling_forces", kDouble, {W, 6, 3, 3}, a.xpos);
   expect(a.heading, "heading", kDouble, {W, 3}, a.xpos);
-  const std::pair<const char*, const Tensor*> outs[] = {
-      {"thorax_z", &a.thorax_z}, {"tarsus5_z", &a.tarsus5_z}, {"stumbling_forces", &a.stumbling_forces},
-      {"heading", &a.heading}};
-  std::vector<std::pair<const char*, const Tensor*>> ins = {
+  std::vector<walking::Named> ins = {
       {"xpos", &a.xpos}, {"xmat", &a.xmat}, {"body_ids", &a.body_ids}, {"geom_segment", &a.geom_segment}};
   for (int i = 0; i < kContactFields; ++i) ins.emplace_back(kContactNames[i], &c[i]);
-  for (size_t o = 0; o < std::size(outs); ++o) {
-    for (const auto& [in_name, in] : ins) {
-      FLYCUDA_CHECK(!may_share_memory(*outs[o].second, *in), "argument '", outs[o].first,
-                    "' must not share memory with argument '", in_name, "'");
-    }
-    for (size_t q = o + 1; q < std::size(outs); ++q) {
-      FLYCUDA_CHECK(!may_share_memory(*outs[o].second, *outs[q].second), "argument '", outs[o].first,
-                    "' must not share memory with argument '", outs[q].first, "'");
-    }
-  }
+  walking::check_disjoint(kOpName, ins, {{"thorax_z", &a.thorax_z}, {"tarsus5_z", &a.tarsus5_z},
+                                         {"stumbling_forces", &a.stumbling_forces}, {"heading", &a.heading}});
   FLYCUDA_CHECK(W <= INT32_MAX && slots <= INT32_MAX, "W = ", W, " and slots = ", slots,
                 " must be < 2^31 (32-bit thread indices)");
   if (checks_values_here(a.thorax_z)) {

@@ -26,13 +26,15 @@ struct HybridArgs {
 // Validates every argument; on the CPU also act_ids' values (in [0, nu), no repeats).
 kernels::HybridPlan check_hybrid_step(const HybridArgs& a);
 
-// The checks both walking-controller ops (hybrid_step, rule_step) make, their messages
-// prefixed with `op`'s name.
+// The checks the walking-controller ops (hybrid_step, rule_step, hybrid_senses) make, their
+// messages prefixed with `op`'s name.
 namespace walking {
 using Named = std::pair<const char*, const Tensor*>;
-// t: on ctrl's device, of dtype dt and exactly `shape`, contiguous.
+// t: on `ref`'s device, of dtype dt and exactly `shape` (-1: any size there), contiguous.
 void expect(const char* op, const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape,
-            const Tensor& ctrl);
+            const Tensor& ref, const char* ref_name = "ctrl");
+// No output shares memory with an input or with another output.
+void check_disjoint(const char* op, const std::vector<Named>& inputs, const std::vector<Named>& outputs);
 // ctrl float32 [W, nu] without overlapping memory, act_ids [48] on its device, no output sharing
 // memory with an input or another output, W < 2^31, and on the CPU act_ids' values; the plan.
 kernels::HybridPlan check_ctrl(const char* op, const Tensor& act_ids, const Tensor& ctrl,

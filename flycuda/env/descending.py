@@ -28,7 +28,7 @@ import torch
 
 from ..control.cpg import tripod_params
 from ..control.steps import load_steps, locomotion_dof_names
-from ..errors import EnvError
+from ..errors import BridgeError, EnvError, FlyGymError
 from ..ops import hybrid_params, hybrid_step
 from ..ops.walking import LEGS
 from .layout import own_slice
@@ -47,7 +47,7 @@ def locomotion_actuators(sim, fly_name: str = "nmf") -> torch.Tensor:
     names += [f"{fly_name}/{leg}_tarsus5-adhesion" for leg in LEGS]
     try:
         return sim.actuator_ids(names)
-    except Exception as e:  # BridgeError: what did not match
+    except BridgeError as e:  # what did not match
         raise EnvError(f"action='descending' needs FlyGym's NeuroMechFly with its locomotion actuators ({e})") from None
 
 
@@ -62,7 +62,7 @@ class Descending:
         self.sim, self.ids = sim, locomotion_actuators(sim, fly_name).to(dev)
         try:
             self.senses = HybridSenses.of_model(sim.mjm, fly_name)
-        except Exception as e:
+        except (FlyGymError, ValueError) as e:  # not FlyGym's NeuroMechFly (its names, its geoms)
             raise EnvError(f"action='descending': {e}") from None
         table, cpg = load_steps(dev), tripod_params().to(dev)
         self.params = hybrid_params(table.knots, table.coeffs, table.neutral, table.swing_end, cpg.freqs, cpg.amps,
