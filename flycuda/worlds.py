@@ -19,6 +19,7 @@ import torch
 
 from . import flygym as fg
 from .errors import ReplayError
+from .flygym.terrain import check_terrain
 from .sim.hexapod import fly_model_xml
 from .sim.mjwarp import Sim, warp_device_for
 from .sim.motion import Motion, load_motion, tripod_gait
@@ -137,7 +138,7 @@ class Worlds:
 def resolve(model=None, worlds: int | None = None, *, device=None, motion=None, sim: Sim | None = None,
             act_ids: torch.Tensor | None = None, vision: bool = False, decorate=None, interp: str | None = None,
             warmup: float | None = None, camera: str | None = None, nconmax: int | None = None,
-            njmax: int | None = None, check=None) -> Worlds:
+            njmax: int | None = None, check=None, terrain: str = "flat", locomotion: bool = False) -> Worlds:
     """``worlds`` worlds of ``model`` driven by ``motion``, with the model's defaults.
 
     Args:
@@ -159,13 +160,18 @@ def resolve(model=None, worlds: int | None = None, *, device=None, motion=None, 
         check: the caller's checks of the motion, ``check(motion, worlds)``: called once, before
             anything is built wherever the motion is known without the model (a file, a
             :class:`Motion`, the tripod gait), else right after the build (FlyGym's clip).
+        terrain: FlyGym's world the fly walks on (:data:`flycuda.flygym.TERRAINS`; not "flat":
+            NeuroMechFly, built here). locomotion: FlyGym's locomotion fly
+            (``make_locomotion_fly``) instead of its GPU tutorial's (NeuroMechFly, built here).
 
     Raises:
-        ReplayError: an unknown model or motion name, a missing file, a motion that does not
-            belong to the model, or ``worlds`` that disagree with ``sim``.
+        ReplayError: an unknown model, motion or terrain name, a missing file, a motion that does
+            not belong to the model, ``worlds`` that disagree with ``sim``, or a terrain or
+            locomotion fly where the model is not NeuroMechFly built here.
     """
     facts = _facts(model)
     nmf = facts is not None and facts.flygym
+    _check_fly(terrain, locomotion, nmf and sim is None)
     own, motion_name = _motion_choice(facts, motion)
     known = _known_motion(motion, own, nmf)  # a bad file fails before anything is built
     n = _worlds(worlds, sim, device)
@@ -173,7 +179,7 @@ def resolve(model=None, worlds: int | None = None, *, device=None, motion=None, 
         check(known, n)
     fly, built = None, sim is None
     if built:
-        sim, fly, cam, fg_ids = _build(model, n, device, vision, decorate, nconmax, njmax)
+        sim, fly, cam, fg_ids = _build(model, n, device, vision, decorate, nconmax, njmax, terrain, locomotion)
     else:
         cam, fg_ids = facts.camera if facts is not None else "track", None
     motion = known
@@ -243,10 +249,20 @@ def _worlds(worlds, sim, device) -> int:
     return worlds
 
 
-def _build(model, n, device, vision, decorate, nconmax, njmax):
+def _check_fly(terrain: str, locomotion: bool, builds_nmf: bool) -> None:
+    """A terrain other than flat, or the locomotion fly, needs NeuroMechFly built here."""
+    check_terrain(terrain, ReplayError)
+    if (terrain != "flat" or locomotion) and not builds_nmf:
+        what = f"terrain={terrain!r}" if terrain != "flat" else "locomotion=True"
+        raise ReplayError(f"{what} builds FlyGym's world around NeuroMechFly: use model='neuromechfly' without sim= "
+                          "(or build the worlds with flycuda.flygym.Setup(..., terrain=, locomotion=))")
+
+
+def _build(model, n, device, vision, decorate, nconmax, njmax, terrain="flat", locomotion=False):
     """(sim, FlyGym's fly or None, camera, FlyGym's actuator order or None)."""
     if is_flygym_model(model):
-        setup = fg.Setup(model, n, device=device, vision=vision, decorate=decorate)
+        setup = fg.Setup(model, n, device=device, vision=vision, decorate=decorate, terrain=terrain,
+                         locomotion=locomotion)
         return setup.sim, setup.fly, setup.camera, setup.act_ids
     source = None if model in (None, "hexapod") else model
     if decorate is not None:

@@ -12,7 +12,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from ..env import ACTIONS, TASKS, body_length, make
+from ..env import ACTIONS, TASKS, TERRAINS, body_length, make
 from ..errors import EnvError
 from ..recording import LoopRecorder
 from ..recording.observables import Observable, resolve
@@ -51,6 +51,8 @@ def add_parser(sub) -> None:
     e.add_argument("--action", choices=list(ACTIONS), default="joints",
                    help="joints (the driven joints' targets, default) or descending (two drives per world into "
                         "FlyGym's hybrid turning controller; neuromechfly)")
+    e.add_argument("--terrain", choices=list(TERRAINS), default="flat",
+                   help="FlyGym's world the flies walk on (not flat: neuromechfly; each world's spawn jittered)")
     add_store_options(e, "a zarr store: observations, actions, rewards and the episode flags every control step; "
                         "qpos (the task's objects too; and with --vision the eyes' readouts) at 30 Hz")
     e.add_argument("--render", default=None, metavar="OUT.mp4",
@@ -143,7 +145,8 @@ def run(args) -> int:
         if args.vision is None and args.model == defaults.get("model"):
             args.vision = defaults.get("vision")
     env = make(args.task, args.worlds, model=args.model, device=args.device, control_dt=args.control_dt,
-               max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed, action=args.action)
+               max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed, action=args.action,
+               terrain=args.terrain)
     policy = load_policy(args.policy, env)
     steps = max(1, round(args.duration / env.control_dt))
     obs, _ = env.reset(seed=args.seed)
@@ -184,7 +187,8 @@ def run(args) -> int:
                    control_dt=env.control_dt, control_steps=steps, first_step_s=first,
                    env_steps_per_s=env.num_envs * max(steps - 1, 1) / wall,
                    mean_reward=float(total) / (env.num_envs * steps), terminations=int(ended[0]),
-                   truncations=int(ended[1]), overflows=int(ended[2]), wall_s=wall)
+                   truncations=int(ended[1]), overflows=int(ended[2]),
+                   nonfinite=int(env.nonfinite_episodes.sum()), terrain=args.terrain, wall_s=wall)
     _report(figures, args)
     if args.render:
         res = render_recording(args.record, args.render, worlds=args.render_worlds, camera=args.camera,
@@ -194,7 +198,8 @@ def run(args) -> int:
 
 
 def _report(f: dict, args) -> None:
-    print(f"flycuda env {f['task']}: {f['worlds']} worlds of {f['model']} on {f['device']}, "
+    ground = "" if f["terrain"] == "flat" else f" on {f['terrain']} terrain"
+    print(f"flycuda env {f['task']}: {f['worlds']} worlds of {f['model']}{ground} on {f['device']}, "
           f"{f['control_steps']} control steps of {f['control_dt'] * 1e3:g} ms")
     print(f"  policy         {f['policy']}; vision {f['vision']}")
     print(f"  env steps/s    {f['env_steps_per_s']:,.0f} (worlds x control steps per wall second, after the "
@@ -205,6 +210,9 @@ def _report(f: dict, args) -> None:
         print(f"  overflow       {f['overflows']} of the truncations: MuJoCo Warp dropped constraint rows or "
               "contacts in that episode (the store's episode/overflow column holds its bits: flycuda.sim.mjwarp."
               "OVERFLOW_BITS); raise njmax/nconmax")
+    if f["nonfinite"]:
+        print(f"  non-finite     {f['nonfinite']} of the terminations: the world's physics went NaN or infinite "
+              "(ended and reset; nothing of it reached an observation or reward)")
     if args.record:
         print(f"  wrote          {args.record}")
     if args.json:

@@ -21,29 +21,35 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 
 import gymnasium
 import torch
 
 from ..errors import EnvError
+from ..flygym.terrain import TERRAINS, check_terrain
 from ..sim.mjwarp import Sim
 from ..worlds import NAMED_MODELS, is_flygym_model, resolve
-from .core import FlyVecEnv, decimation_of
+from .core import JITTER_STATES, FlyVecEnv, decimation_of
 from .layout import GROUPS
 from .settle import SETTLE_SECONDS
 from .tasks import TASKS, Approach, Imitate, Task, Walk, body_length
 
-__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS", "ACTIONS"]
+__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS", "ACTIONS", "TERRAINS",
+           "JITTER_STATES", "TERRAIN_JITTER"]
 
 ACTIONS = ("joints", "descending")
 """What an environment's actions are (``make(..., action=)``): the driven joints' target angles,
 or two descending drives per world into FlyGym's hybrid turning controller."""
+TERRAIN_JITTER = 0.65
+"""mm: the default ``spawn_jitter`` on a terrain (half of a 1.3 mm block)."""
 
 
 def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=None, control_dt: float | None = None,
          max_episode_steps: int = 500, vision: str | None = None, seed: int = 0, observe=None, sim: Sim | None = None,
          act_ids: torch.Tensor | None = None, motion=None, check_actions: bool = True, graph: bool | None = None,
-         settle: float = SETTLE_SECONDS, copy: bool = False, action: str = "joints", **task_options) -> FlyVecEnv:
+         settle: float = SETTLE_SECONDS, copy: bool = False, action: str = "joints", terrain: str = "flat",
+         spawn_jitter: float | None = None, **task_options) -> FlyVecEnv:
     """A batched environment of ``worlds`` flies doing ``task``.
 
     Args:
@@ -72,7 +78,15 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
         action: "joints" (the driven joints' target angles, [W, A]) or "descending" (two
             descending drives per world, [W, 2], in [-1, 1]: FlyGym's hybrid turning controller
             walks the fly, run every physics step inside the step: :mod:`flycuda.env.descending`;
-            NeuroMechFly only). Its observation groups: "drive", "cpg", "corrections".
+            NeuroMechFly only; model="neuromechfly" is then FlyGym's locomotion fly,
+            ``make_locomotion_fly``, the one its controllers drive, which has no capsule variant). Its observation groups: "drive", "cpg", "corrections".
+        terrain: FlyGym's world (:data:`TERRAINS`: "flat", "gapped", "blocks", "mixed";
+            NeuroMechFly only), the fly spawned 0.8 mm above its top at the origin
+            (:mod:`flycuda.flygym.terrain`: the one change MuJoCo Warp needs).
+        spawn_jitter: each initial state's root shifted by up to this much along x and y
+            (uniform, the model's length unit) before it settles, so that the worlds start on
+            different ground (default: 0 on flat ground, 0.65 mm, half a block, on a terrain);
+            at least :data:`JITTER_STATES` initial states then.
         task_options: the task's own (e.g. ``noise=``, ``init=``, ``sigma=``).
 
     Raises:
@@ -86,6 +100,14 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     if action == "descending" and not nmf:
         raise EnvError(f"action='descending' drives FlyGym's walking controller, which needs NeuroMechFly's legs "
                        f"(model='neuromechfly' or 'neuromechfly-capsules'), got model={model!r}")
+    check_terrain(terrain, EnvError)
+    if terrain != "flat" and (not nmf or sim is not None):
+        raise EnvError(f"terrain={terrain!r} is FlyGym's world around NeuroMechFly: model='neuromechfly' (or "
+                       f"'neuromechfly-capsules') without sim=, got model={model!r}"
+                       f"{' and sim=' if sim is not None else ''}")
+    jitter = (0.0 if terrain == "flat" else TERRAIN_JITTER) if spawn_jitter is None else spawn_jitter
+    if not (isinstance(jitter, (int, float)) and 0 <= jitter < math.inf):
+        raise EnvError(f"spawn_jitter must be a finite length >= 0, got {spawn_jitter!r}")
     if sim is None:
         if model not in NAMED_MODELS:
             raise EnvError(f"unknown model {model!r}; the models are: {', '.join(NAMED_MODELS)}")
@@ -96,7 +118,8 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     ws = resolve(model, worlds if sim is None else None, device=device, sim=sim, act_ids=act_ids,
                  motion=motion if motion is not None or sim is None else False, vision=vision is not None,
                  decorate=(lambda spec: t.decorate(spec, length)) if _decorates(t) else None,
-                 interp="cubic" if nmf else "linear")
+                 interp="cubic" if nmf else "linear", terrain=terrain,
+                 locomotion=action == "descending" and sim is None and model == "neuromechfly")
     sim, motion, act_ids = ws.sim, ws.motion, ws.act_ids
     if motion is None and t.needs_motion:
         raise EnvError(f"task {t.name!r} imitates a recording: pass motion= with sim=")
@@ -112,7 +135,8 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     return FlyVecEnv(t, sim, act_ids, names, motion=motion, interp=ws.interp, frame_mode="clamp" if nmf else "loop",
                      decimation=decimation_of(control_dt, sim.timestep), max_episode_steps=max_episode_steps,
                      observe=observe, vision=vision, seed=seed, check_actions=check_actions,
-                     model_unit=ws.unit, graph=graph, settle=settle, copy=copy, action=action)
+                     model_unit=ws.unit, graph=graph, settle=settle, copy=copy, action=action,
+                     spawn_jitter=float(jitter), terrain=terrain)
 
 
 def _decorates(task: Task) -> bool:

@@ -31,9 +31,13 @@ from ..sim.mjwarp import DROPPED_BITS
 from ..vision.spec import parse_vision
 from .descending import DRIVE_BOUND, Descending
 from .layout import DESCENDING_GROUPS, OWN_COLUMNS, SOURCES, FlyLayout, columns_of, own_slice, unit_of
+from .nonfinite import NonFinite
 from .settle import SETTLE_SECONDS, settle
 
-__all__ = ["FlyVecEnv"]
+__all__ = ["FlyVecEnv", "JITTER_STATES"]
+
+JITTER_STATES = 16
+"""With a ``spawn_jitter``, at least this many initial states (spawns) for the worlds to draw from."""
 
 
 class FlyVecEnv(VectorEnv):
@@ -51,7 +55,9 @@ class FlyVecEnv(VectorEnv):
     contacts (:data:`~flycuda.sim.mjwarp.DROPPED_BITS`, marked in ``info["_overflow"]``) ends its
     world as truncated, since its state is no longer MuJoCo's (nor a terminal state of the
     task). ``info["nonfinite_action"]`` [W] bool marks the worlds given a non-finite action
-    (let through by ``check_actions=False``), which end too.
+    (let through by ``check_actions=False``), which end too. ``info["nonfinite_state"]`` [W] bool
+    marks the worlds whose physics went non-finite: they end, and no NaN of theirs reaches an
+    observation or reward (:mod:`flycuda.env.nonfinite`; ``nonfinite_episodes`` [W] counts them).
     """
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
@@ -60,7 +66,7 @@ class FlyVecEnv(VectorEnv):
                  frame_mode: str = "loop", decimation: int = 1, max_episode_steps: int = 1000, observe=None,
                  vision: str | None = None, seed: int = 0, check_actions: bool = True, model_unit: str = "m",
                  graph: bool | None = None, settle: float = SETTLE_SECONDS, copy: bool = False,
-                 action: str = "joints"):
+                 action: str = "joints", spawn_jitter: float = 0.0, terrain: str = "flat"):
         self.task, self.sim, self.motion, self.frame_mode = task, sim, motion, frame_mode
         self.num_envs, self.device, self.model_unit = sim.nworld, sim.device, model_unit
         self.decimation, self.max_episode_steps, self.seed_value = decimation, max_episode_steps, int(seed)
@@ -68,6 +74,7 @@ class FlyVecEnv(VectorEnv):
         if not (settle >= 0 and math.isfinite(settle)):
             raise EnvError(f"settle must be a finite number of seconds >= 0, got {settle!r}")
         self.settle_seconds = float(settle)
+        self.spawn_jitter, self.terrain = float(spawn_jitter), terrain
         self.layout = FlyLayout.of(sim, act_ids.to(sim.device), names)
         W, A, dev = self.num_envs, len(names), self.device
         self.vision = self._make_vision(vision)
@@ -90,6 +97,8 @@ class FlyVecEnv(VectorEnv):
         self.obs = torch.zeros(W, len(self.obs_names), device=dev)
         self.final_obs = torch.zeros_like(self.obs)
         self._forces = "forces" in groups  # (sensordata needs nothing: MuJoCo Warp's reset zeroes it)
+        self.nonfinite = NonFinite(W, sim.mjm.nq, sim.mjm.nv, self.obs)
+        self.nonfinite_episodes = self.nonfinite.episodes
         self._init_states()
         task.setup(self)
         self._spaces(W, A)
@@ -171,7 +180,10 @@ class FlyVecEnv(VectorEnv):
         """The task's K initial states, settled on the ground (:func:`flycuda.env.settle.settle`:
         ``settle_seconds`` of physics with the driven joints held at their pose), and their noise."""
         frames = self.task.init_frames(self)
+        if self.spawn_jitter > 0 and frames.shape[0] < JITTER_STATES:  # enough spawns to differ between worlds
+            frames = frames.repeat(-(-JITTER_STATES // frames.shape[0]))[:JITTER_STATES]
         qpos, qvel = self.task.initial_states(self, frames)
+        self._jitter(qpos)
         if self.settle_seconds > 0:
             lay, lo_hi = self.layout, [x.cpu() for x in self.layout.ctrl_range]
             ctrl = self.sim.view("ctrl")[0].cpu().repeat(qpos.shape[0], 1)  # the others' controls as they are
@@ -183,6 +195,15 @@ class FlyVecEnv(VectorEnv):
         self._init = [qpos.to(dev), qvel.to(dev), frames.to(dev), qn.to(dev), vn.to(dev)]
         rules = self.task.rules(self, start_height=float(qpos[0, self.layout.root_adr + 2]))
         self._rules = dict(root_adr=self.layout.root_adr, max_steps=self.max_episode_steps, **rules)
+
+    def _jitter(self, qpos: torch.Tensor) -> None:
+        """Each initial state's root moved by up to ``spawn_jitter`` along x and y (uniform; its
+        own draw from the environment's seed), before it settles."""
+        if self.spawn_jitter > 0:
+            g = torch.Generator().manual_seed(self.seed_value)
+            shift = (torch.rand(qpos.shape[0], 2, generator=g, dtype=torch.float64) * 2 - 1) * self.spawn_jitter
+            adr = self.layout.root_adr
+            qpos[:, adr:adr + 2] += shift.float()
 
     def _spaces(self, W, A) -> None:
         lo, hi = (x.cpu().numpy().astype(np.float32) for x in self.layout.action_bounds)
@@ -255,8 +276,10 @@ class FlyVecEnv(VectorEnv):
         ops.episode_step(self.world_steps, self.sim.view("qpos"), self.sim.view("qvel"), self.terminated,
                          self.truncated, **self._rules)
         self._end_overflowed()
+        self.nonfinite.check(self.sim.view("qpos"), self.sim.view("qvel"), self.obs)
         self._observe()
         self.task.reward(self)
+        self.nonfinite.mask(self.obs, self.rewards, self.task.info())
         torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.final_obs.copy_(self.obs)
         if self._reset_every_step or bool(torch.any(self.done, out=self._any)):  # the CPU skips them if none ended
@@ -284,7 +307,7 @@ class FlyVecEnv(VectorEnv):
                 self._start_at(options["start_frames"])
             self.world_steps.zero_()
             for flags in (self.terminated, self.truncated, self.done, self.overflow, self.overflowed,
-                          self.nonfinite_action, self.status):
+                          self.nonfinite_action, self.nonfinite.state, self.status):
                 flags.zero_()
             self._observe()
         if self.copy:
@@ -351,7 +374,8 @@ class FlyVecEnv(VectorEnv):
 
     def _info(self) -> dict:
         return {"final_obs": self.final_obs, "_final_obs": self.done, "overflow": self.overflow,
-                "_overflow": self.overflowed, "nonfinite_action": self.nonfinite_action, **self.task.info()}
+                "_overflow": self.overflowed, "nonfinite_action": self.nonfinite_action,
+                "nonfinite_state": self.nonfinite.state, **self.task.info()}
 
     def _on_torch_stream(self):
         """Warp's stream bound to torch's current one for a step's eager parts and the graph
@@ -400,7 +424,8 @@ class FlyVecEnv(VectorEnv):
 
     def __repr__(self) -> str:
         return (f"FlyVecEnv(task={self.task.name!r}, worlds={self.num_envs}, device={self.device}, "
-                f"obs={len(self.obs_names)}, actions={self.actions.shape[1]}, control_dt={self.control_dt:g} s)")
+                f"obs={len(self.obs_names)}, actions={self.actions.shape[1]}, control_dt={self.control_dt:g} s"
+                f"{'' if self.terrain == 'flat' else f', terrain={self.terrain!r}'})")
 
 
 def decimation_of(control_dt: float | None, timestep: float) -> int:

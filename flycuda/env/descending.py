@@ -13,10 +13,11 @@ world's controller restarts from its own initial phases (FlyGym's, drawn from ``
 environment's seed), magnitudes and corrections 0; it senses its new pose with no ground force
 until its first step (FlyGym's loop would first warm up: the environment's settled starts stand in).
 
+The fly is FlyGym's locomotion fly (``make_locomotion_fly``, with ``model="neuromechfly"``; the
+capsule-fitted model keeps the GPU tutorial's fly, as FlyGym has no capsule locomotion fly).
 Deviations from FlyGym's own loop, by construction: the physics is MuJoCo Warp's (float32, no
-noslip solver), so the senses are float32 values widened to float64; the fly is the
-environment's NeuroMechFly (FlyGym's tutorial fly: the same legs-only skeleton, position
-actuators and tarsus adhesion as ``make_locomotion_fly``, with its own gains).
+noslip solver), so the senses are float32 values widened to float64; on a complex terrain the
+fly's mesh-box contact pairs have no margin (:mod:`flycuda.flygym.terrain`).
 """
 
 from __future__ import annotations

@@ -50,26 +50,60 @@ def available() -> bool:
 
 
 def neuromechfly(*, simplify_geom: bool = False, position_gain: float = 50.0,
-                 spawn_position=(0.0, 0.0, 0.8), vision: bool = False):
+                 spawn_position=None, vision: bool = False, terrain: str = "flat", locomotion: bool = False):
     """NeuroMechFly as in FlyGym's GPU tutorial: legs-only joints, 42 position
     actuators (``kp = position_gain``) at the neutral pose, leg adhesion, colours,
-    a tracking camera, on flat ground.
+    a tracking camera, on flat ground (or FlyGym's ``terrain``).
 
     Args:
         simplify_geom: FlyGym's capsule-simplified variant (every mesh fitted by
             capsules) instead of the meshes bundled with FlyGym.
-        position_gain: actuator gain kp.
-        spawn_position: xyz in mm.
+        position_gain: actuator gain kp (the tutorial's fly).
+        spawn_position: xyz in mm (None: 0.8 mm above the terrain at the origin:
+            :func:`flycuda.flygym.terrain.spawn_height`).
         vision: add FlyGym's two eye cameras (``fly.add_vision()``), for flycuda.vision.
+        terrain: FlyGym's world (:data:`flycuda.flygym.terrain.TERRAINS`), its contact
+            pairs fitted for MuJoCo Warp (:func:`flycuda.flygym.terrain.fit_for_warp`).
+        locomotion: FlyGym's locomotion fly instead (``make_locomotion_fly``, the one its
+            walking controllers drive: the same skeleton and actuators, its own joint
+            stiffness and damping, kp 45, force range, adhesion gain), coloured.
 
     Returns:
-        ``(fly, world, camera)``: FlyGym's NeuroMechFly, FlatGroundWorld and the
+        ``(fly, world, camera)``: FlyGym's NeuroMechFly, its world and the
         camera spec (its name, e.g. ``nmf/trackcam``, is ``camera.name``).
     """
     require()
-    from flygym.anatomy import ActuatedDOFPreset, AxisOrder, JointPreset, Skeleton  # noqa: PLC0415  (lazy: FlyGym is optional (Python >= 3.12))
-    from flygym.compose import ActuatorType, FlatGroundWorld, GeomFittingOption, KinematicPosePreset, NeuroMechFly  # noqa: PLC0415  (lazy: FlyGym is optional (Python >= 3.12))
     from flygym.utils.math import Rotation3D  # noqa: PLC0415  (lazy: FlyGym is optional (Python >= 3.12))
+
+    from .terrain import fit_for_warp, spawn_height, terrain_world  # noqa: PLC0415  (imports FlyGym's worlds)
+
+    if spawn_position is None:
+        spawn_position = (0.0, 0.0, spawn_height(terrain))
+    world = terrain_world(terrain)
+    fly = _locomotion_fly(simplify_geom) if locomotion else _tutorial_fly(simplify_geom, position_gain)
+    if vision:
+        fly.add_vision()
+    cam = fly.add_tracking_camera()
+    world.add_fly(fly, tuple(spawn_position), Rotation3D("quat", (1, 0, 0, 0)))
+    fit_for_warp(world.mjcf_root)
+    return fly, world, cam
+
+
+def _locomotion_fly(simplify_geom: bool):
+    """FlyGym's ``make_locomotion_fly`` (coloured)."""
+    from flygym_demo.complex_terrain import make_locomotion_fly  # noqa: PLC0415  (lazy: FlyGym is optional (Python >= 3.12))
+
+    if simplify_geom:
+        raise FlyGymError("FlyGym's locomotion fly has no capsule-fitted variant (make_locomotion_fly takes no "
+                          "geom fitting): use model='neuromechfly'")
+    return make_locomotion_fly(colorize=True)
+
+
+def _tutorial_fly(simplify_geom: bool, position_gain: float):
+    """The GPU tutorial's fly: legs-only joints and position actuators at the neutral pose,
+    leg adhesion, colours."""
+    from flygym.anatomy import ActuatedDOFPreset, AxisOrder, JointPreset, Skeleton  # noqa: PLC0415  (lazy: FlyGym is optional (Python >= 3.12))
+    from flygym.compose import ActuatorType, GeomFittingOption, KinematicPosePreset, NeuroMechFly  # noqa: PLC0415  (lazy: FlyGym is optional (Python >= 3.12))
 
     fitting = GeomFittingOption.ALL_TO_CAPSULES if simplify_geom else GeomFittingOption.UNMODIFIED
     fly = NeuroMechFly(geom_fitting_option=fitting)
@@ -80,12 +114,7 @@ def neuromechfly(*, simplify_geom: bool = False, position_gain: float = 50.0,
     fly.add_actuators(dofs, actuator_type=ActuatorType.POSITION, kp=position_gain, neutral_input=neutral)
     fly.add_leg_adhesion()
     fly.colorize()
-    if vision:
-        fly.add_vision()
-    cam = fly.add_tracking_camera()
-    world = FlatGroundWorld()
-    world.add_fly(fly, tuple(spawn_position), Rotation3D("quat", (1, 0, 0, 0)))
-    return fly, world, cam
+    return fly
 
 
 def gpu_simulation(world, n_worlds: int, *, device=None, timestep: float = TIMESTEP, **kwargs):
@@ -147,13 +176,16 @@ class Setup:
     for all six legs), wrapped for flycuda: ``sim`` (flycuda Sim), ``gpu_sim``
     (FlyGym's GPUSimulation), ``fly``, ``world`` (FlyGym's), ``camera`` (name), ``act_ids`` [42]; ``vision``:
     the fly with FlyGym's eye cameras (``add_vision``), for :mod:`flycuda.vision`; ``decorate``: a
-    callable given the world's ``mujoco.MjSpec`` before it is compiled (to add objects)."""
+    callable given the world's ``mujoco.MjSpec`` before it is compiled (to add objects);
+    ``terrain`` and ``locomotion``: FlyGym's world and fly (:func:`neuromechfly`)."""
 
     def __init__(self, name: str, worlds: int, device=None, timestep: float = TIMESTEP, vision: bool = False,
-                 decorate=None):
+                 decorate=None, terrain: str = "flat", locomotion: bool = False):
         if name not in MODELS:
             raise FlyGymError(f"unknown FlyGym model {name!r}; choose from {', '.join(MODELS)}")
-        self.fly, self.world, cam = neuromechfly(simplify_geom=MODELS[name], vision=vision)
+        self.terrain = terrain
+        self.fly, self.world, cam = neuromechfly(simplify_geom=MODELS[name], vision=vision, terrain=terrain,
+                                                 locomotion=locomotion)
         world = self.world
         if decorate is not None:  # e.g. flycuda.env's approach task adds its pillar to the world's MjSpec
             decorate(world.mjcf_root)

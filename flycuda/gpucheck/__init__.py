@@ -17,7 +17,9 @@ every step able to fail:
 4. a short graph-captured replay with rendering (``flycuda replay --device cuda``);
 5. the benchmarks at a small size (bench_ops, bench_control (the walking controllers' ops in
    a graph), bench_replay, bench_render, bench_env at 1024 and 4096 worlds), a PPO learning curve on flycuda.env (examples/ppo.py), and the
-   fly's eyes at 1000 and 8192 worlds (bench_vision; needs FlyGym).
+   fly's eyes at 1000 and 8192 worlds (bench_vision; needs FlyGym), and FlyGym's walking
+   controllers on its terrains, 1000 worlds x 1.5 s per cell, the controllers' share of the
+   physics' time (bench_terrain; FlyGym, or its worlds staged by ``--export``).
 
 The tests and benchmarks live in a checkout (tests/, bench/), not in an installed
 package: from an installed flycuda those steps are skipped, each with one line
@@ -66,7 +68,9 @@ SANITIZER_TOOLS = {"memcheck": ("oob", "Invalid __global__ write"),
                    "synccheck": ("badmask", "Barrier error"),
                    "initcheck": ("uninit", "Uninitialized __global__ memory read")}
 # What ``--only`` takes: each step belongs to one group.
-GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "control", "ppo", "vision")
+GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "control", "ppo", "vision", "terrain")
+TERRAIN_MODELS = os.path.join(".devstage", "terrain")
+"""Where a checkout keeps the terrains' worlds for bench_terrain without FlyGym (its ``--export``)."""
 GRACE_S = 20.0   # a step past its limit: seconds between SIGINT (pytest's summary) and SIGKILL
 HANG_S = 120     # with xdist: a test still running after this long ends its worker (named, with its stack)
 QUICK_SAMPLE = 16  # --quick: the sanitizers run every 16th case of each op test function
@@ -238,17 +242,24 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
                        "--steps-per-graph", "5", "--render-every", "25", "--frames",
                        os.path.join(out_dir, "replay_frame.png"), "--json", os.path.join(out_dir, "replay.json"),
                        "--no-progress"], skip=no_warp, group="replay"))
+    staged = root is not None and os.path.isdir(os.path.join(root, TERRAIN_MODELS))
     steps += benchmarks(python, quick, no_warp=no_warp, no_tests=no_tests,
                         no_flygym="" if have_flygym else "FlyGym is not installed (NeuroMechFly's eyes, FlyGym's "
-                                                         "retina and vision)")
+                                                         "retina and vision)",
+                        no_terrain="" if have_flygym or staged else
+                        f"FlyGym is not installed and no terrain worlds are staged in {TERRAIN_MODELS} (where FlyGym "
+                        f"is: python bench/bench_terrain.py --export {TERRAIN_MODELS})", out_dir=out_dir)
     if root:
         for st in steps:
             st.cwd = root
     return steps
 
 
-def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym: str) -> list[Step]:
-    """The benchmark steps (one size each when ``quick``), the PPO curve and the eyes."""
+def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym: str, no_terrain: str = "",
+               out_dir: str = "out") -> list[Step]:
+    """The benchmark steps (one size each when ``quick``), the PPO curve, the eyes and the
+    controllers on FlyGym's terrains (NeuroMechFly v2's Fig. 3; FlyGym's own loop is the CPU
+    run's anchor, not run here)."""
     def pick(full: str, short: str) -> list[str]:  # "100 1000" -> ["100", "1000"]
         return (short if quick else full).split()
 
@@ -276,6 +287,10 @@ def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym:
         Step("bench_vision", py + ["bench/bench_vision.py", "--device", "cuda", "--worlds", "1000", "8192",
                                    "--frames", "3", "--repeats", "2", "--hex", "", "--no-record"],
              skip=no_warp or no_tests or no_flygym, env={"MUJOCO_GL": "osmesa"}, group="vision"),
+        Step("bench_terrain", py + ["bench/bench_terrain.py", "--device", "cuda", "--worlds", *pick("1000", "256"),
+                                    "--seconds", *pick("1.5", "0.2"), "--anchor", "0", "--models", TERRAIN_MODELS,
+                                    "--plot", os.path.join(out_dir, "bench_terrain.png"), "--no-results"],
+             skip=no_warp or no_tests or no_terrain, group="terrain"),
     ]
 
 

@@ -30,7 +30,7 @@ STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer syncchec
          "self-test: synccheck catches 'badmask'", "self-test: synccheck passes 'clean'",
          "self-test: initcheck catches 'uninit'", "self-test: initcheck passes 'clean'",
          "graph-captured replay with rendering", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
-         "PPO on flycuda.env (a learning curve)", "bench_vision"]
+         "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"]
 
 
 def test_plan_covers_every_part_of_the_check(tmp_path):
@@ -66,7 +66,10 @@ def test_plan_covers_every_part_of_the_check(tmp_path):
     assert vision.argv[vision.argv.index("--worlds") + 1:][:2] == ["1000", "8192"] and vision.env["MUJOCO_GL"] == "osmesa"
     no_fly = {s.name: s.skip for s in gpucheck.plan(str(tmp_path), python="py", have_warp=True, sanitizer="cs",
                                                      root="/repo", nvcc="nvcc", have_flygym=False) if s.skip}
-    assert list(no_fly) == ["bench_vision"] and "FlyGym is not installed" in no_fly["bench_vision"]
+    assert list(no_fly) == ["bench_vision", "bench_terrain"] and "FlyGym is not installed" in no_fly["bench_vision"]
+    assert "no terrain worlds are staged in .devstage/terrain" in no_fly["bench_terrain"]
+    terrain = by["bench_terrain"].argv
+    assert terrain[terrain.index("--worlds") + 1] == "1000" and terrain[terrain.index("--seconds") + 1] == "1.5"
 
 
 def test_installed_package_skips_what_needs_a_checkout(tmp_path):
@@ -81,7 +84,7 @@ def test_installed_package_skips_what_needs_a_checkout(tmp_path):
     skipped = {s.name: s.skip for s in steps if s.skip}
     assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",
                             "compute-sanitizer initcheck", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
-                            "PPO on flycuda.env (a learning curve)", "bench_vision"}
+                            "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"}
     assert all(v == gpucheck.NEEDS_CHECKOUT for v in skipped.values())
     assert all(s.cwd is None for s in steps)
     assert os.path.isfile(gpucheck.SELFTEST_SOURCE)  # shipped in the package (pyproject package-data)

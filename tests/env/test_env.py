@@ -57,26 +57,34 @@ def _run(env, actions, steps, poison=None):
 
 def test_autoreset_touches_only_the_worlds_that_ended():
     """A world whose state goes NaN terminates at that step and starts its next episode from
-    the initial distribution; every other world's run is bit for bit the run without it."""
+    the initial distribution; no NaN of it reaches what the step returns (its final_obs is its
+    last observation, its reward 0: FlyGym #271), it is marked and counted; every other world's
+    run is bit for bit the run without it."""
     W, steps, bad = 5, 12, 2
     actions = [torch.randn(W, 42) * 0.1 for _ in range(steps)]
     a = _run(fe.make("imitate", worlds=W, device="cpu", control_dt=2 * DT), actions, steps)
+    marked = []
 
     def poison(k, env):
         if k == 6:
             env.sim.view("qvel")[bad, 8] = float("nan")
+        marked.append(env.nonfinite.state.clone())  # the previous step's marks
 
-    b = _run(fe.make("imitate", worlds=W, device="cpu", control_dt=2 * DT), actions, steps, poison)
+    env = fe.make("imitate", worlds=W, device="cpu", control_dt=2 * DT)
+    b = _run(env, actions, steps, poison)
     others = [w for w in range(W) if w != bad]
     for k in range(steps + 1):
         assert torch.equal(a[k][others], b[k][others]), f"step {k}: another world changed"
-    env = fe.make("imitate", worlds=W, device="cpu", control_dt=2 * DT)
+        assert torch.isfinite(b[k]).all(), f"step {k}: a NaN reached what the step returned"
     O = len(env.obs_names)
     row = b[7][bad]  # the step whose physics went NaN
     assert bool(row[O + 1]) and bool(row[-1]), "terminated and marked in _final_obs"
-    assert torch.isnan(row[O + 3:2 * O + 3]).any(), "final_obs holds the NaN state"
-    assert torch.isfinite(row[:O]).all(), "the returned obs is the new episode's first"
+    assert torch.equal(row[O + 3:2 * O + 3], b[6][bad][:O]), "final_obs is the last observation it had"
+    assert row[O] == 0, "its reward is 0"
+    assert not torch.equal(row[:O], b[6][bad][:O]), "the returned obs is the new episode's first"
     assert not b[7][others][:, -1].any()
+    assert [m.nonzero().flatten().tolist() for m in marked[7:9]] == [[bad], []], "info['nonfinite_state']"
+    assert env.nonfinite_episodes.tolist() == [0, 0, 1, 0, 0]
 
 
 @pytest.mark.parametrize("settle", [0.0, 0.05])
@@ -254,6 +262,7 @@ def test_cli_policy_from_a_file(tmp_path, capsys):
     (("walk", "--policy", "nonsense.txt"), "--policy must be random, reference or an existing PATH.py"),
     (("walk", "--render", "x.mp4"), "--render draws the stored run: add --record"),
     (("walk", "--record", "out.npz"), "--record writes a zarr store (a folder), not a .npz file: name it OUT.zarr"),
+    (("walk", "--terrain", "gapped"), "terrain='gapped' is FlyGym's world around NeuroMechFly"),
 ])
 def test_cli_errors_speak_in_options(tmp_path, capsys, args, match):
     assert _cli(tmp_path, *args, "--worlds", "2", "--duration", "0.005") == 2

@@ -1,6 +1,8 @@
-"""Every notebook executes top to bottom (CPU, small sizes) and is committed stripped."""
+"""Every notebook executes top to bottom (CPU, small sizes) and is committed stripped. A notebook
+whose metadata says ``"flycuda": {"needs": ["flygym"]}`` executes in the FlyGym lane."""
 
 import glob
+import json
 import os
 
 import pytest
@@ -8,10 +10,18 @@ import pytest
 NOTEBOOKS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "*.ipynb")))
 
 
+def _executable(path: str):
+    """The notebook as a test parameter, marked needs_flygym when its metadata says so."""
+    with open(path) as f:
+        needs = json.load(f)["metadata"].get("flycuda", {}).get("needs", [])
+    marks = [pytest.mark.needs_flygym] if "flygym" in needs else []
+    return pytest.param(path, marks=marks, id=os.path.basename(path))
+
+
 def test_there_are_notebooks():
     names = [os.path.basename(p) for p in NOTEBOOKS]
     assert names == ["01_kernel_from_python.ipynb", "02_replay.ipynb", "03_profiling.ipynb", "04_vision.ipynb",
-                     "05_closed_loop.ipynb"]
+                     "05_closed_loop.ipynb", "06_visual_taxis.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
@@ -24,7 +34,7 @@ def test_committed_without_outputs(path):
 
 
 @pytest.mark.needs_warp
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+@pytest.mark.parametrize("path", [_executable(p) for p in NOTEBOOKS])
 def test_notebook_executes(path, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
