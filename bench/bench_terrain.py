@@ -143,7 +143,7 @@ class Batched:
         """Warm-up, then ``steps`` controlled steps; per controller (dx, z0, z, up, finite)."""
         from flycuda.sim import streams
 
-        with streams.warp_on_torch_stream(self.sim.wp_device, {}):
+        with streams.shared_stream(self.sim.device):  # torch, Warp and the timing events on one stream
             for _ in range(WARMUP_STEPS):
                 self.sim.step()
             self.senses.read(self.sim)
@@ -171,12 +171,12 @@ class Timing:
     events on a GPU (no sync in the loop), the host's clock on the CPU."""
 
     def __init__(self, device: torch.device):
-        self.cuda, self.marks = device.type == "cuda", []
+        self.device, self.cuda, self.marks = device, device.type == "cuda", []
 
     def mark(self) -> None:
         if self.cuda:
             e = torch.cuda.Event(enable_timing=True)
-            e.record()
+            e.record(torch.cuda.current_stream(self.device))
             self.marks.append(e)
         else:
             self.marks.append(time.perf_counter())

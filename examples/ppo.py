@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import torch
@@ -181,7 +182,9 @@ def main(argv=None) -> list[float]:
                   f"{ranks * args.worlds * args.horizon / (time.perf_counter() - t0):,.0f} env steps/s", flush=True)
     if ranks > 1:  # the ranks trained one policy: the same parameters everywhere
         total = float(sum(p.detach().double().sum() for p in agent.parameters()))
-        print(f"rank {rank}: parameter sum {total:.12e}", flush=True)
+        # one write of a whole line (atomic on a pipe): the ranks share torchrun's stdout
+        sys.stdout.write(f"rank {rank}: parameter sum {total:.12e}\n")
+        sys.stdout.flush()
         dist.destroy_process_group()
     return curve
 

@@ -72,7 +72,8 @@ def add_parser(sub) -> None:
 def load_policy(spec: str, env):
     """A callable ``policy(obs) -> actions`` from a CLI ``--policy`` value."""
     if spec == "random":
-        lo, hi = env.action_map[2], env.action_map[3]
+        space = env.single_action_space  # the actuators' ranges, or the drives' [-1, 1]
+        lo, hi = (torch.as_tensor(b, device=env.device) for b in (space.low, space.high))
         lo, hi = lo.clamp(min=-math.pi), hi.clamp(max=math.pi)
         g = torch.Generator(device=env.device).manual_seed(env.seed_value)
         buf = torch.empty_like(env.actions)

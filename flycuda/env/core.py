@@ -278,8 +278,10 @@ class FlyVecEnv(VectorEnv):
         self._end_overflowed()
         self.nonfinite.check(self.sim.view("qpos"), self.sim.view("qvel"), self.obs)
         self._observe()
+        self.nonfinite.observed(self.obs, self.terminated)
+        self.status[:, 0].copy_(self.terminated)  # (a world ended by its observation too)
         self.task.reward(self)
-        self.nonfinite.mask(self.obs, self.rewards, self.task.info())
+        self.nonfinite.mask(self.obs, self.rewards, self.task.info(), self.task.nonfinite_reward)
         torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.final_obs.copy_(self.obs)
         if self._reset_every_step or bool(torch.any(self.done, out=self._any)):  # the CPU skips them if none ended
@@ -298,6 +300,7 @@ class FlyVecEnv(VectorEnv):
             self.action_space.seed(int(seed))
             self._graph = None  # the seed is part of the captured reset
             self.episodes.zero_()  # a seed restarts the draws; without one each reset draws anew
+            self.nonfinite.episodes.zero_()
             if self.descending is not None:
                 self.descending.reseed(int(seed))
         with self._on_torch_stream():

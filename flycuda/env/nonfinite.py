@@ -1,9 +1,11 @@
 """Non-finite physics, kept out of what a policy sees (FlyGym issue #271: NaN observations).
 
-A world whose state (qpos or qvel) is no longer finite after a control step's physics ends
-there: ``episode_step`` terminates it, and the step's autoreset starts its next episode. What
-that step returns for it is finite: its ``final_obs`` row is the last observation it had
-(the one the previous step returned), its reward and the task's [W] measures are 0, and
+A world whose state (qpos or qvel) is no longer finite after a control step's physics, or whose
+observation is not (the walking controller's state, forces, the eyes), ends there: it is
+terminated, and the step's autoreset starts its next episode. What that step returns for it is
+finite: its ``final_obs`` row is the last observation it had (the one the previous step
+returned), its reward the task's ``nonfinite_reward`` (a fall's penalty on walk: blowing the
+physics up must not pay better than falling), the task's float [W] measures 0, and
 ``info["nonfinite_state"]`` marks it. ``nonfinite_episodes`` [W] counts such episodes per
 world (a report's "reset after non-finite physics": ``int(env.nonfinite_episodes.sum())``).
 Everything is in place on fixed buffers, captured with the step (no host sync).
@@ -23,28 +25,39 @@ class NonFinite:
         dev = obs.device
         self.state = torch.zeros(W, dtype=torch.bool, device=dev)
         self.episodes = torch.zeros(W, dtype=torch.int64, device=dev)
-        self._tmp = [torch.zeros(W, n, device=dev) for n in (nq, nv)]
-        self._bad = [torch.zeros(W, n, dtype=torch.bool, device=dev) for n in (nq, nv)]
+        sizes = (nq, nv, obs.shape[1])
+        self._tmp = [torch.zeros(W, n, device=dev) for n in sizes]
+        self._bad = [torch.zeros(W, n, dtype=torch.bool, device=dev) for n in sizes]
         self._any = torch.zeros(W, dtype=torch.bool, device=dev)
         self._last_obs = torch.zeros_like(obs)
 
     def check(self, qpos: torch.Tensor, qvel: torch.Tensor, obs: torch.Tensor) -> None:
-        """After the physics, before the step observes: which worlds' states are not finite
-        (counted), and the observations they had (``obs`` as the last step left it)."""
+        """After the physics, before the step observes: which worlds' states are not finite,
+        and the observations they had (``obs`` as the last step left it)."""
         self._last_obs.copy_(obs)
         self.state.zero_()
-        for x, tmp, bad in zip((qpos, qvel), self._tmp, self._bad):
-            torch.sub(x, x, out=tmp)  # NaN where x is NaN or +-inf
-            torch.ne(tmp, tmp, out=bad)
-            torch.any(bad, 1, out=self._any)
-            self.state.logical_or_(self._any)
+        self._mark(qpos, 0)
+        self._mark(qvel, 1)
+
+    def observed(self, obs: torch.Tensor, terminated: torch.Tensor) -> None:
+        """After the step observed: the worlds whose observation is not finite are marked too;
+        every marked world is terminated and counted."""
+        self._mark(obs, 2)
+        terminated.logical_or_(self.state)
         self.episodes.add_(self.state)
 
-    def mask(self, obs: torch.Tensor, rewards: torch.Tensor, measures: dict) -> None:
-        """The marked worlds' observations back to their last ones, their reward and the
-        task's float [W] measures to 0."""
+    def _mark(self, x: torch.Tensor, k: int) -> None:
+        tmp, bad = self._tmp[k], self._bad[k]
+        torch.sub(x, x, out=tmp)  # NaN where x is NaN or +-inf
+        torch.ne(tmp, tmp, out=bad)
+        torch.any(bad, 1, out=self._any)
+        self.state.logical_or_(self._any)
+
+    def mask(self, obs: torch.Tensor, rewards: torch.Tensor, measures: dict, reward: float = 0.0) -> None:
+        """The marked worlds' observations back to their last ones, their reward ``reward``,
+        the task's float [W] measures 0."""
         torch.where(self.state.unsqueeze(1), self._last_obs, obs, out=obs)
-        rewards.masked_fill_(self.state, 0.0)
+        rewards.masked_fill_(self.state, reward)
         for t in measures.values():
             if t.dim() == 1 and t.is_floating_point():
                 t.masked_fill_(self.state, 0.0)

@@ -42,6 +42,7 @@ class Task:
     observe: tuple[str, ...] = ()
     needs_motion = False
     reward_unit = "1"  # what one unit of reward is (stored with recorded rewards)
+    nonfinite_reward = 0.0  # a world's reward in the step its physics went non-finite (flycuda.env.nonfinite)
 
     def __init__(self, *, init: str = "reference", noise: float = 0.02, min_up: float = 0.0,
                  height_range: tuple[float, float] = (0.3, 3.0)):
@@ -176,7 +177,8 @@ class Walk(Task):
     ranges, as the controls hold them: an action of 1e6 costs what the range's end costs),
     c_energy = 0.05 /rad^2, c_fall = 10, alive = 0.1. The terms are in ``info`` after each
     step (as Isaac Lab and mjlab log theirs): ``reward/forward``, ``reward/energy`` and
-    ``reward/fall`` [W], signed as they enter r (r = their sum + alive).
+    ``reward/fall`` [W], signed as they enter r (r = their sum + alive). A world whose physics
+    went non-finite gets r = -c_fall and its terms 0 (:mod:`flycuda.env.nonfinite`).
     """
 
     name = "walk"
@@ -187,6 +189,7 @@ class Walk(Task):
                  alive: float = 0.1, init: str = "reference", **kw):
         super().__init__(init=init, **kw)
         self.body_length, self.c_energy, self.c_fall, self.alive = body_length, c_energy, c_fall, alive
+        self.nonfinite_reward = -c_fall  # blowing the physics up costs what a fall costs
 
     def setup(self, env) -> None:
         W, dev = env.num_envs, env.device

@@ -56,15 +56,27 @@ def spawn_height(terrain: str, above: float = 0.8) -> float:
 
 
 def fit_for_warp(spec: mujoco.MjSpec) -> int:
-    """Sets to 0 the margin of every explicit contact pair MuJoCo Warp would refuse (two
-    boxes or meshes, with MULTICCD on), in place, before the world is compiled; returns how
-    many it changed. A flat world (plane pairs) and capsule-fitted flies change nothing."""
-    if spec.option.disableflags & int(mujoco.mjtDisableBit.mjDSBL_MULTICCD):
-        return 0
+    """Sets to 0 the margin of every explicit contact pair MuJoCo Warp would refuse, in place,
+    before the world is compiled; returns how many it changed. MuJoCo Warp's rule (its
+    ``put_model``): a pair of two boxes or meshes may have no margin with MULTICCD on, nor two
+    boxes with NATIVECCD on. A flat world (plane pairs) and capsule-fitted flies change nothing.
+    Geoms colliding by contype/conaffinity with a margin of their own are left as they are
+    (FlyGym's ground geoms collide by explicit pairs only).
+
+    Raises:
+        FlyGymError: a pair names a geom the spec does not have.
+    """
+    multiccd = not spec.option.disableflags & int(mujoco.mjtDisableBit.mjDSBL_MULTICCD)
+    nativeccd = not spec.option.disableflags & int(mujoco.mjtDisableBit.mjDSBL_NATIVECCD)
+    box = int(mujoco.mjtGeom.mjGEOM_BOX)
     changed = 0
     for pair in spec.pairs:
-        g1, g2 = spec.geom(pair.geomname1), spec.geom(pair.geomname2)
-        if pair.margin != 0 and g1 is not None and g2 is not None and {int(g1.type), int(g2.type)} <= _REFUSED:
+        geoms = [spec.geom(name) for name in (pair.geomname1, pair.geomname2)]
+        if None in geoms:
+            raise FlyGymError(f"contact pair {pair.name!r} names a geom the world does not have: "
+                              f"{pair.geomname1!r}, {pair.geomname2!r}")
+        types = {int(g.type) for g in geoms}
+        if pair.margin != 0 and types <= _REFUSED and (multiccd or (types == {box} and nativeccd)):
             pair.margin = 0.0
             changed += 1
     return changed

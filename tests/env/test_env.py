@@ -80,11 +80,41 @@ def test_autoreset_touches_only_the_worlds_that_ended():
     row = b[7][bad]  # the step whose physics went NaN
     assert bool(row[O + 1]) and bool(row[-1]), "terminated and marked in _final_obs"
     assert torch.equal(row[O + 3:2 * O + 3], b[6][bad][:O]), "final_obs is the last observation it had"
-    assert row[O] == 0, "its reward is 0"
+    assert row[O] == env.task.nonfinite_reward == 0, "its reward: the task's (imitate: 0)"
     assert not torch.equal(row[:O], b[6][bad][:O]), "the returned obs is the new episode's first"
     assert not b[7][others][:, -1].any()
     assert [m.nonzero().flatten().tolist() for m in marked[7:9]] == [[bad], []], "info['nonfinite_state']"
     assert env.nonfinite_episodes.tolist() == [0, 0, 1, 0, 0]
+
+
+def test_a_nonfinite_observation_ends_its_world_as_nonfinite_physics_does():
+    """flycuda.env.nonfinite on its own: a NaN or inf in a world's qpos, qvel or observation
+    marks it, terminates it, counts it, and its row goes back to its last observation, its
+    reward to the task's; the other worlds are untouched."""
+    from flycuda.env.nonfinite import NonFinite
+
+    g = torch.Generator().manual_seed(3)
+    W, nq, nv, O = 5, 7, 6, 9
+    qpos, qvel, obs = torch.randn(W, nq, generator=g), torch.randn(W, nv, generator=g), torch.randn(W, O, generator=g)
+    nf = NonFinite(W, nq, nv, obs)
+    last = obs.clone()
+    qvel[1, 2] = float("inf")
+    nf.check(qpos, qvel, obs)
+    new = torch.randn(W, O, generator=g)
+    new[3, 4] = float("nan")  # world 3: its physics finite, its observation not (e.g. a controller's state)
+    obs.copy_(new)
+    terminated = torch.tensor([False, False, False, False, True])
+    nf.observed(obs, terminated)
+    rewards = torch.randn(W, generator=g)
+    kept = rewards.clone()
+    measures = {"distance": torch.full((W,), float("nan")), "counts": torch.ones(W, 2)}
+    nf.mask(obs, rewards, measures, reward=-10.0)
+    assert nf.state.tolist() == [False, True, False, True, False] and nf.episodes.tolist() == [0, 1, 0, 1, 0]
+    assert terminated.tolist() == [False, True, False, True, True]
+    assert torch.equal(obs[[1, 3]], last[[1, 3]]) and torch.equal(obs[[0, 2, 4]], new[[0, 2, 4]])
+    assert rewards[[1, 3]].tolist() == [-10.0, -10.0] and torch.equal(rewards[[0, 2, 4]], kept[[0, 2, 4]])
+    assert measures["distance"][[1, 3]].tolist() == [0.0, 0.0] and measures["distance"][0].isnan()
+    assert measures["counts"].eq(1).all(), "only float [W] measures are the task's to zero"
 
 
 @pytest.mark.parametrize("settle", [0.0, 0.05])

@@ -26,7 +26,7 @@ def test_two_ranks_train_one_policy():
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert [ln.split(":")[0] for ln in lines if ln.startswith("iteration")] == ["iteration 0", "iteration 1"]
-    sums = {m.group(1): m.group(2) for m in re.finditer(r"rank (\d): parameter sum (\S+)", proc.stdout)}
+    sums = {m.group(1): m.group(2) for m in re.finditer(r"rank (\d): parameter sum (-?\d\.\d+e[+-]\d+)", proc.stdout)}
     assert set(sums) == {"0", "1"} and sums["0"] == sums["1"], sums  # all-reduced: one policy
     assert "env steps/s" in proc.stdout
 

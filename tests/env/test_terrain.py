@@ -116,6 +116,20 @@ def test_walking_on_mixed_terrain_keeps_every_observation_finite():
         assert torch.isfinite(obs).all() and torch.isfinite(rew).all() and torch.isfinite(info["final_obs"]).all(), k
         if k == 30:
             assert info["nonfinite_state"].tolist() == [False, True, False] and term[1]
+            assert rew[1] == -env.task.c_fall and info["reward/forward"][1] == 0, "walk: a fall's cost"
     assert env.nonfinite_episodes.tolist() == [0, 1, 0]
     dx = env.sim.view("qpos")[:, adr] - x0
     assert dx[0] > 0.1 and dx[2] > 0.1, dx  # mm in 0.05 s
+
+
+@pytest.mark.needs_flygym
+@pytest.mark.needs_warp
+def test_cli_walks_descending_flies_on_terrain(capsys):
+    """flycuda env walk --action descending --terrain gapped with the random policy: drives drawn in
+    the drives' action space [-1, 1], not the joints' ranges."""
+    from flycuda.cli.main import main
+
+    assert main(["env", "walk", "--model", "neuromechfly", "--action", "descending", "--terrain", "gapped",
+                 "--worlds", "2", "--duration", "0.005", "--policy", "random", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "walk: 2 worlds of neuromechfly on gapped terrain on cpu, 5 control steps" in out
