@@ -17,7 +17,8 @@ CPU when there is no GPU), or both at once, wrapped: :class:`Setup`.
 * :mod:`.eyes`: FlyGym's own vision (its CPU renderer), the reference of :mod:`flycuda.vision`;
 * :mod:`.senses`: the hybrid walking controllers' sensory inputs of every world, on the device
   (:class:`HybridSenses`: FlyGym's ``HybridControllerObservation.from_sim``, batched);
-* :mod:`.terrain`: FlyGym's terrains (:data:`TERRAINS`) as MuJoCo Warp runs them.
+* :mod:`.terrain`: FlyGym's terrains (:data:`TERRAINS`) as MuJoCo Warp runs them;
+* :mod:`.olfaction`: FlyGym 1.x's four odor sensors (palps and antennae) on 2.x's NeuroMechFly.
 
 FlyGym 2.x needs Python >= 3.12; everything here raises :class:`FlyGymError` (one line)
 when FlyGym cannot be imported. Install with ``pip install 'flycuda[flygym]'`` (or
@@ -41,6 +42,7 @@ from .bridge import (
                      wrap,
 )
 from .eyes import FlyGymEyes
+from .olfaction import ODOR_SENSORS, add_odor_sensors, odor_sensor_sites
 from .senses import HybridSenses
 from .spotlight import SPOTLIGHT_FPS, flygym_targets, spotlight, tutorial_buffer, tutorial_offsets
 from .terrain import TERRAINS
@@ -49,4 +51,5 @@ from .trajectories import from_trajectories, to_trajectories
 __all__ = ["FlyGymError", "available", "require", "neuromechfly", "gpu_simulation", "wrap", "dof_names",
            "actuator_ids", "position_dofs", "spotlight", "flygym_targets", "tutorial_buffer", "tutorial_offsets",
            "Setup", "FlyGymEyes", "MODELS", "SPOTLIGHT_FPS", "TIMESTEP", "MIN_PYTHON", "to_trajectories",
-           "from_trajectories", "HybridSenses", "TERRAINS"]
+           "from_trajectories", "HybridSenses", "TERRAINS", "ODOR_SENSORS", "add_odor_sensors",
+           "odor_sensor_sites"]

@@ -23,7 +23,7 @@ from ..errors import BridgeError
 from .hexapod import fly_model
 
 VIEW_FIELDS = ("ctrl", "qpos", "qvel", "time", "geom_xpos", "geom_xmat", "cam_xpos", "cam_xmat", "xpos", "xmat",
-               "xquat", "sensordata", "actuator_force", "overflow")
+               "xquat", "site_xpos", "sensordata", "actuator_force", "overflow")
 # MuJoCo Warp's overflow bits (mujoco_warp.OverflowType, the same in 3.16 and 4.0), set by
 # mjw.step in data.overflow [W] and kept until the world's reset: what each means, for reports.
 OVERFLOW_BITS = {1: "constraint rows > njmax", 2: "sparse Jacobian entries > njmax_nnz",
@@ -195,7 +195,7 @@ class Sim:
         Fields: ctrl [W, nu], qpos [W, nq], qvel [W, nv], time [W], geom_xpos
         [W, ngeom, 3], geom_xmat [W, ngeom, 3, 3], cam_xpos [W, ncam, 3],
         cam_xmat [W, ncam, 3, 3], xpos [W, nbody, 3], xmat [W, nbody, 3, 3], xquat [W, nbody, 4] (w, x, y, z),
-        sensordata [W, nsensordata], actuator_force [W, nu], overflow [W] int32 (MuJoCo
+        site_xpos [W, nsite, 3], sensordata [W, nsensordata], actuator_force [W, nu], overflow [W] int32 (MuJoCo
         Warp's overflow bits of each world, :data:`OVERFLOW_BITS`: set by a step that had
         to drop constraint rows or contacts, kept until the world is reset).
         """

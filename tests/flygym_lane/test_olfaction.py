@@ -1,0 +1,67 @@
+"""The fly's odor sensors on FlyGym 2.x's NeuroMechFly (flycuda.flygym.olfaction, issue 41): FlyGym
+1.x's four sites, in its order, read for every world from MuJoCo Warp's site_xpos (zero-copy) equal
+to MuJoCo's; where they sit on the head; what is refused. FlyGym lane, except the refusals that need
+no FlyGym."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from flycuda.errors import FlyGymError
+from flycuda.flygym.olfaction import ODOR_SENSORS, add_odor_sensors, odor_sensor_sites
+
+
+def test_what_is_refused_without_flygym():
+    with pytest.raises(FlyGymError, match=r"add_odor_sensors needs a FlyGym fly .* got object"):
+        add_odor_sensors(object())
+    mjm = mujoco.MjModel.from_xml_string("<mujoco><worldbody><body><geom size='1'/></body></worldbody></mujoco>")
+    with pytest.raises(FlyGymError, match=r"no odor sensor site nmf/l_maxillary_palp_sensor, .*"
+                                          r"nmf/r_antenna_sensor in the model"):
+        odor_sensor_sites(mjm)
+
+
+@pytest.mark.needs_flygym
+@pytest.mark.needs_warp
+def test_every_worlds_sensors_on_the_device_are_mujocos():
+    """Two worlds of FlyGym's locomotion fly with the sensors, its GPUSimulation wrapped: the four
+    sites from MuJoCo Warp's site_xpos equal MuJoCo's own site_xpos of the same state (float32);
+    the palps and antennae are mirror images across the body's midplane, the palps below and
+    behind the antennae; relative to the thorax (spawned unrotated) they sit where measured:
+    the palps where 1.x put them (0.3087, +-0.15, -0.424 mm), the antennae 0.07 mm wider than
+    1.x's (FlyGym 2.x turns the pedicel)."""
+    from flygym.compose import FlatGroundWorld
+    from flygym.utils.math import Rotation3D
+    from flygym_demo.complex_terrain import make_locomotion_fly
+
+    from flycuda import flygym as fg
+
+    fly = make_locomotion_fly()
+    add_odor_sensors(fly)
+    with pytest.raises(FlyGymError, match="has its odor sensors already"):
+        add_odor_sensors(fly)
+    world = FlatGroundWorld()
+    world.add_fly(fly, (0.0, 0.0, 0.8), Rotation3D("quat", (1, 0, 0, 0)))
+    gpu_sim = fg.gpu_simulation(world, 2, device="cpu")
+    sim = fg.wrap(gpu_sim)
+    ids = odor_sensor_sites(sim.mjm)
+    assert ids.tolist() == sorted(set(ids.tolist())) and len(ids) == len(ODOR_SENSORS) == 4
+    d = mujoco.MjData(gpu_sim.mj_model)
+    mujoco.mj_resetDataKeyframe(gpu_sim.mj_model, d, mujoco.mj_name2id(gpu_sim.mj_model, mujoco.mjtObj.mjOBJ_KEY,
+                                                                           "neutral"))
+    mujoco.mj_forward(gpu_sim.mj_model, d)
+    sensors = sim.view("site_xpos")[:, ids]  # [W, 4, 3] on the sim's device
+    want = torch.from_numpy(d.site_xpos[ids.numpy()]).float()
+    for w in range(2):
+        torch.testing.assert_close(sensors[w], want, rtol=0, atol=2e-6)
+    thorax = d.xpos[mujoco.mj_name2id(gpu_sim.mj_model, mujoco.mjtObj.mjOBJ_BODY, "nmf/c_thorax")]
+    rel = d.site_xpos[ids.numpy()] - thorax
+    palps, antennae = rel[:2], rel[2:]
+    for pair in (palps, antennae):
+        assert pair[0, 1] > 0 > pair[1, 1], "left then right"
+        np.testing.assert_allclose(pair[0] * [1, -1, 1], pair[1], atol=1e-9)  # mirror images
+    assert (palps[:, 0] < antennae[:, 0]).all() and (palps[:, 2] < antennae[:, 2]).all()
+    np.testing.assert_allclose(palps[0], [0.3087, 0.15, -0.4233], atol=1e-3)
+    np.testing.assert_allclose(antennae[0], [0.5091, 0.1584, -0.0502], atol=1e-3)
