@@ -185,6 +185,7 @@ def main(argv=None) -> list[float]:
         # one write of a whole line (atomic on a pipe): the ranks share torchrun's stdout
         sys.stdout.write(f"rank {rank}: parameter sum {total:.12e}\n")
         sys.stdout.flush()
+        dist.barrier()  # no rank tears gloo down while another still talks to it (an abort at exit)
         dist.destroy_process_group()
     return curve
 
