@@ -35,8 +35,8 @@ from .layout import GROUPS
 from .settle import SETTLE_SECONDS
 from .tasks import TASKS, Approach, Imitate, Task, Walk, body_length
 
-__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS", "ACTIONS", "TERRAINS",
-           "JITTER_STATES", "TERRAIN_JITTER"]
+__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS", "ACTIONS",
+           "TERRAINS", "JITTER_STATES", "TERRAIN_JITTER"]
 
 ACTIONS = ("joints", "descending")
 """What an environment's actions are (``make(..., action=)``): the driven joints' target angles,
@@ -79,7 +79,8 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
             descending drives per world, [W, 2], in [-1, 1]: FlyGym's hybrid turning controller
             walks the fly, run every physics step inside the step: :mod:`flycuda.env.descending`;
             NeuroMechFly only; model="neuromechfly" is then FlyGym's locomotion fly,
-            ``make_locomotion_fly``, the one its controllers drive, which has no capsule variant). Its observation groups: "drive", "cpg", "corrections".
+            ``make_locomotion_fly``, the one its controllers drive, which has no capsule
+            variant). Its observation groups: "drive", "cpg", "corrections".
         terrain: FlyGym's world (:data:`TERRAINS`: "flat", "gapped", "blocks", "mixed";
             NeuroMechFly only), the fly spawned 0.8 mm above its top at the origin
             (:mod:`flycuda.flygym.terrain`: the one change MuJoCo Warp needs).

@@ -31,7 +31,7 @@ from ..sim.mjwarp import DROPPED_BITS
 from ..vision.spec import parse_vision
 from .descending import DRIVE_BOUND, Descending
 from .layout import DESCENDING_GROUPS, OWN_COLUMNS, SOURCES, FlyLayout, columns_of, own_slice, unit_of
-from .nonfinite import NonFinite
+from .nonfinite import NonFinite, rows_nonfinite
 from .settle import SETTLE_SECONDS, settle
 
 __all__ = ["FlyVecEnv", "JITTER_STATES"]
@@ -255,9 +255,7 @@ class FlyVecEnv(VectorEnv):
         torch.bitwise_and(self.overflow, DROPPED_BITS, out=self._dropped)
         torch.ne(self._dropped, 0, out=self.overflowed)
         self.truncated.logical_or_(self.overflowed)
-        torch.sub(self.actions, self.actions, out=self._act_tmp)  # NaN where an action is NaN or +-inf
-        torch.ne(self._act_tmp, self._act_tmp, out=self._act_bad)
-        torch.any(self._act_bad, 1, out=self.nonfinite_action)
+        rows_nonfinite(self.actions, self._act_tmp, self._act_bad, self.nonfinite_action)
         self.terminated.logical_or_(self.nonfinite_action)
         for i, flag in enumerate((self.terminated, self.truncated, self.overflow)):
             self.status[:, i].copy_(flag)

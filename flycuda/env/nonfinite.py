@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["NonFinite"]
+__all__ = ["NonFinite", "rows_nonfinite"]
+
+
+def rows_nonfinite(x: torch.Tensor, tmp: torch.Tensor, bad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out`` [W] = whether row w of ``x`` [W, n] holds a NaN or an inf, through the buffers
+    ``tmp`` (x's shape and dtype) and ``bad`` (bool, x's shape): in place, capturable."""
+    torch.sub(x, x, out=tmp)  # NaN where x is NaN or +-inf
+    torch.ne(tmp, tmp, out=bad)
+    return torch.any(bad, 1, out=out)
 
 
 class NonFinite:
@@ -47,11 +55,7 @@ class NonFinite:
         self.episodes.add_(self.state)
 
     def _mark(self, x: torch.Tensor, k: int) -> None:
-        tmp, bad = self._tmp[k], self._bad[k]
-        torch.sub(x, x, out=tmp)  # NaN where x is NaN or +-inf
-        torch.ne(tmp, tmp, out=bad)
-        torch.any(bad, 1, out=self._any)
-        self.state.logical_or_(self._any)
+        self.state.logical_or_(rows_nonfinite(x, self._tmp[k], self._bad[k], self._any))
 
     def mask(self, obs: torch.Tensor, rewards: torch.Tensor, measures: dict, reward: float = 0.0) -> None:
         """The marked worlds' observations back to their last ones, their reward ``reward``,

@@ -183,7 +183,6 @@ class Setup:
                  decorate=None, terrain: str = "flat", locomotion: bool = False):
         if name not in MODELS:
             raise FlyGymError(f"unknown FlyGym model {name!r}; choose from {', '.join(MODELS)}")
-        self.terrain = terrain
         self.fly, self.world, cam = neuromechfly(simplify_geom=MODELS[name], vision=vision, terrain=terrain,
                                                  locomotion=locomotion)
         world = self.world
