@@ -28,7 +28,7 @@ import torch
 from _results import append_results, format_table
 
 import flycuda.env as fe
-from flycuda.env.layout import GROUPS
+from flycuda.env.layout import DESCENDING_GROUPS, GROUPS
 
 
 class ByHand:
@@ -183,7 +183,8 @@ def memory_per_world(W: int, device: str, model: str = "hexapod") -> list[list]:
     recording, the initial states, the retina's maps) plus bytes per world."""
     if model == "hexapod":
         cases = [("default (imitate)", None, None), ("joints only", ("joints",), None),
-                 ("all but vision and contacts", tuple(g for g in GROUPS if g not in ("vision", "contacts")), None)]
+                 ("all but vision, contacts and drives",
+                  tuple(g for g in GROUPS if g not in ("vision", "contacts", *DESCENDING_GROUPS)), None)]
     else:
         cases = [("default (imitate)", None, None), ("+ vision fast:4", None, "fast:4"), ("+ vision exact", None, "exact")]
     rows = []

@@ -303,8 +303,11 @@ def main(argv=None) -> None:
         for terrain in terrains:
             t0 = time.perf_counter()
             batch = Batched(terrain, a.worlds, a.device, a.jitter, a.models)
+            built = time.perf_counter() - t0
             cells = batch.run(steps, bar)
             wall = time.perf_counter() - t0
+            tqdm.write(f"bench_terrain: {terrain}: {3 * a.worlds} worlds built in {built:.0f} s, warmed up and "
+                       f"walked in {wall - built:.0f} s")
             control, physics = batch.timing.split()
             share = f"{100 * control / physics:.1f}%"
             for c, cell in zip(CONTROLLERS, cells):

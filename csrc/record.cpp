@@ -39,13 +39,14 @@ kernels::RecordPlan check_source(const char* kOpName, const Tensor& src, const c
                 "], got ", sizes_of(cols));
   FLYCUDA_CHECK(cols.is_contiguous(), "argument '", cols_name, "' must be contiguous, got strides ",
                 strides_of(cols));
-  CHECK_SAME_DEVICE(step, out);
+  FLYCUDA_CHECK(step.device() == out.device(), "argument 'step' must be on ", out.device(), " (the device of '",
+                out_name, "'), got ", step.device());
   CHECK_COUNTER(step);
   FLYCUDA_CHECK(!may_share_memory(out, src), "argument '", out_name, "' must not share memory with argument '",
                 src_name, "'");
   FLYCUDA_CHECK(!may_share_memory(out, cols), "argument '", out_name, "' must not share memory with argument '",
                 cols_name, "'");
-  CHECK_NOT_ALIASED(out, step);
+  FLYCUDA_CHECK(!may_share_memory(out, step), "argument '", out_name, "' must not share memory with argument 'step'");
   FLYCUDA_CHECK_VALUE(every >= 1, "argument 'every' must be >= 1, got ", every);
   FLYCUDA_CHECK(W * D <= INT32_MAX, "W * D = ", W * D, " must be < 2^31 (32-bit thread indices)");
   kernels::RecordPlan p;

@@ -43,6 +43,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -63,6 +64,7 @@ OP_TESTS = ["tests/ops/test_motion_to_ctrl.py", "tests/ops/test_spline_to_ctrl.p
 RENDER_TESTS = ["tests/ops/test_render_tiles.py", "tests/render/test_render_top.py"]  # CPU-sized scenes: small on a GPU
 SELFTEST_SOURCE = os.path.join(HERE, "selftest.cu")
 NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+XDIST_THREADS = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}
 # Each tool, the self-test kernel it must catch, and the words of its report.
 SANITIZER_TOOLS = {"memcheck": ("oob", "Invalid __global__ write"),
                    "synccheck": ("badmask", "Barrier error"),
@@ -218,8 +220,10 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
     tool = sanitizer or "compute-sanitizer"
     sample = ["--sample-every", str(QUICK_SAMPLE)] if quick else []
     hangs = ["--hang-timeout", str(HANG_S), "--hang-log", os.path.join(out_dir, "hung-test"), "-n", "8"]
+    # 8 workers each with every core's worth of CPU threads starved the CPU references (a
+    # 300-world rule_step test ran past 120 s on 16 cores): 2 threads a worker.
     steps = [Step("CUDA tests", pytest + (hangs if xdist else []) + ["tests"], skip=no_tests, pytest=True,
-                  group="tests", timeout=240.0 if quick else 1800.0)]
+                  group="tests", timeout=240.0 if quick else 1800.0, env=XDIST_THREADS if xdist else {})]
     for name in SANITIZER_TOOLS:
         tests = OP_TESTS + (RENDER_TESTS if name == "memcheck" else [])
         steps.append(Step(f"compute-sanitizer {name}",
@@ -288,7 +292,8 @@ def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym:
                                    "--frames", "3", "--repeats", "2", "--hex", "", "--no-record"],
              skip=no_warp or no_tests or no_flygym, env={"MUJOCO_GL": "osmesa"}, group="vision"),
         Step("bench_terrain", py + ["bench/bench_terrain.py", "--device", "cuda", "--worlds", *pick("1000", "256"),
-                                    "--seconds", *pick("1.5", "0.2"), "--anchor", "0", "--models", TERRAIN_MODELS,
+                                    "--seconds", *pick("1.5", "0.2"), *(["--terrains", "flat,mixed"] if quick else []),
+                                    "--anchor", "0", "--models", TERRAIN_MODELS,
                                     "--plot", os.path.join(out_dir, "bench_terrain.png"), "--no-results"],
              skip=no_warp or no_tests or no_terrain, group="terrain"),
     ]
@@ -335,9 +340,10 @@ def judge(step: Step, returncode: int, text: str) -> tuple[bool, str]:
     return ok, summary
 
 
-def run_step(step: Step) -> Outcome:
+def run_step(step: Step, live_dir: str | None = None) -> Outcome:
     """Runs one step (from the checkout, or the current folder) and keeps the tail of
-    its output."""
+    its output. ``live_dir``: its log is written there as it runs (a lease cut short
+    still brings back what a step had printed)."""
     if step.skip:
         return Outcome(step.name, "skip", 0.0, step.skip)
     t0 = time.perf_counter()
@@ -345,7 +351,8 @@ def run_step(step: Step) -> Outcome:
     if step.cwd:  # a checkout: its flycuda for the scripts under bench/ and examples/, installed or not
         env["PYTHONPATH"] = os.pathsep.join(p for p in (step.cwd, env.get("PYTHONPATH", "")) if p)
     try:
-        code, text = run_with_grace(step.argv, step.cwd, env, step.timeout)
+        live = os.path.join(live_dir, _log_name(step.name)) if live_dir else None
+        code, text = run_with_grace(step.argv, step.cwd, env, step.timeout, live=live)
     except OSError as e:
         text, ok, summary = f"could not start: {e}", False, f"could not start: {e}"
     else:
@@ -358,24 +365,27 @@ def run_step(step: Step) -> Outcome:
 
 
 def run_with_grace(argv: list[str], cwd: str | None, env: dict, timeout: float,
-                   grace: float = GRACE_S) -> tuple[int | None, str]:
-    """(exit status, or None when it ran past ``timeout``; stdout then stderr). Past the
-    limit its process group gets SIGINT, on which pytest prints what failed so far (the
-    first GPU runs' test steps timed out with their failures unnamed), and ``grace``
-    seconds later SIGKILL, which also ends pytest-xdist's workers."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return proc.returncode, out + err
-    except subprocess.TimeoutExpired:
-        _signal_group(proc, signal.SIGINT)
+                   grace: float = GRACE_S, live: str | None = None) -> tuple[int | None, str]:
+    """(exit status, or None when it ran past ``timeout``; stdout and stderr as they came).
+    Past the limit its process group gets SIGINT, on which pytest prints what failed so
+    far (the first GPU runs' test steps timed out with their failures unnamed), and
+    ``grace`` seconds later SIGKILL, which also ends pytest-xdist's workers. ``live``: the
+    file the output goes to as it comes (else a temporary one)."""
+    with (open(live, "w+") if live else tempfile.TemporaryFile("w+")) as log:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
         try:
-            out, err = proc.communicate(timeout=grace)
+            code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            out, err = proc.communicate()
-        return None, out + err
+            _signal_group(proc, signal.SIGINT)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+            code = None
+        log.seek(0)
+        return code, log.read()
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -463,7 +473,7 @@ def main(out_dir: str | None = None, results_md: str | None = None, quick: bool 
                  have_flygym=have_flygym, quick=quick, xdist=installed("xdist"))
     for step in select(steps, only):
         print(f"gpu-check: {step.name} ...", flush=True)
-        o = run_step(step)
+        o = run_step(step, live_dir=out_dir)
         print(f"gpu-check: {step.name}: {o.status.upper()} ({o.seconds:.0f} s) {o.summary}", flush=True)
         outcomes.append(o)
     print(write_report(env, outcomes, out_dir, results_md))

@@ -47,7 +47,7 @@ def pool_ommatidia(pixels: torch.Tensor, omm_ptr: torch.Tensor, omm_pixels: torc
             values (naming the argument, what was expected and what was got);
             ``readouts`` is left untouched.
     """
-    if pixels.dim() == 4 and omm_pixels.dim() == 1:
+    if _map_shapes_fit(pixels, omm_ptr, omm_pixels, omm_channel, omm_column, omm_count, readouts):
         check_offsets("pool_ommatidia", "omm_ptr", omm_ptr, omm_pixels.shape[0], "nnz = omm_pixels.size(0)", ref=readouts)
         check_index("pool_ommatidia", "omm_pixels", omm_pixels, pixels.shape[2], "P = pixels.size(2)", ref=readouts)
         check_index("pool_ommatidia", "omm_channel", omm_channel, 3, "RGB channels", ref=readouts)
@@ -55,6 +55,15 @@ def pool_ommatidia(pixels: torch.Tensor, omm_ptr: torch.Tensor, omm_pixels: torc
         check_min("pool_ommatidia", "omm_count", omm_count, 1, ref=readouts)
     torch.ops.flycuda.pool_ommatidia.default(pixels, omm_ptr, omm_pixels, omm_channel, omm_column, omm_count,
                                              readouts)
+
+
+def _map_shapes_fit(pixels, omm_ptr, omm_pixels, omm_channel, omm_column, omm_count, readouts) -> bool:
+    """Do the map's shapes fit the images and the readouts? Only then are its values
+    checked here; otherwise the op's own shape check speaks first (as it does on the CPU)."""
+    if pixels.dim() != 4 or readouts.dim() != 4 or omm_pixels.dim() != 1:
+        return False
+    O = readouts.shape[2]
+    return omm_ptr.shape == (O + 1,) and all(t.shape == (O,) for t in (omm_channel, omm_column, omm_count))
 
 
 @torch.library.register_fake("flycuda::pool_ommatidia")

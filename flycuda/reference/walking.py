@@ -132,10 +132,11 @@ RULES_GRAPH = {
 """FlyGym's ``construct_rules_graph()``: each source leg's targets."""
 
 
-def _rule_world(st: np.ndarray, key: np.ndarray, swing_end: np.ndarray, w8: dict) -> None:
+def _rule_world(st: np.ndarray, key: np.ndarray, swing_end: np.ndarray, w8: dict, rs: np.random.RandomState) -> None:
     """One ``RuleBasedController.step`` of one world, in place: ``st`` [5, 6] (phases, stepping,
-    rule1..3 scores), ``key`` [626] (MT19937 key, position, steps taken)."""
-    rs = np.random.RandomState()
+    rule1..3 scores), ``key`` [626] (MT19937 key, position, steps taken); ``rs`` is any
+    RandomState, set to the world's stream here (one for all worlds: building one costs
+    more than the step)."""
     rs.set_state(("MT19937", key[:624].astype(np.uint32), int(key[624])))
     phases, stepping = st[0], st[1] != 0
     if key[625] == 0:
@@ -176,8 +177,9 @@ def rule_step(params: torch.Tensor, rules: torch.Tensor, state: torch.Tensor, rn
     swing_end = params[params_slice("adhesion_end")].cpu().numpy()
     w8 = dict(zip(RULES, rules.tolist()))
     st, keys = state.cpu().numpy().copy(), rng.cpu().numpy().copy()
+    rs = np.random.RandomState(0)
     for w in range(st.shape[0]):
-        _rule_world(st[w], keys[w], swing_end, w8)
+        _rule_world(st[w], keys[w], swing_end, w8, rs)
     state.copy_(torch.from_numpy(st))
     rng.copy_(torch.from_numpy(keys))
     th = state[:, 0]

@@ -2,9 +2,12 @@
 
 import json
 import os
+import pickle
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -197,7 +200,7 @@ def test_main_from_an_installed_package(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(gpucheck, "environment", lambda: {"date": "2026-11-23 06:00 UTC", "gpu": "H100",
                                                           "compute_sanitizer": "cs", "mujoco_warp": "3.16"})
     ran = []
-    monkeypatch.setattr(gpucheck, "run_step", lambda st: ran.append(st) or gpucheck.Outcome(
+    monkeypatch.setattr(gpucheck, "run_step", lambda st, live_dir=None: ran.append(st) or gpucheck.Outcome(
         st.name, "skip" if st.skip else "pass", 0.0, st.skip or "ok"))
     assert gpucheck.main(str(tmp_path / "rep"), None) == 0
     err = capsys.readouterr().err
@@ -222,6 +225,7 @@ def test_quick_plan_fits_a_short_lease(tmp_path):
     assert tests[-3:] == ["-n", "8", "tests"] and "-n" not in full["CUDA tests"].argv
     assert tests[tests.index("--hang-timeout") + 1] == str(gpucheck.HANG_S)
     assert tests[tests.index("--hang-log") + 1] == str(tmp_path / "hung-test")
+    assert quick["CUDA tests"].env["OMP_NUM_THREADS"] == "2" and not full["CUDA tests"].env  # 8 workers share the cores
     worlds = quick["bench_ops"].argv
     assert worlds[worlds.index("--worlds") + 1:worlds.index("--steps")] == ["4096"]
     ppo = quick["PPO on flycuda.env (a learning curve)"].argv
@@ -285,6 +289,31 @@ def test_a_step_past_its_limit_is_interrupted_then_killed():
     assert code is None and "up" in out
     code, out = gpucheck.run_with_grace([sys.executable, "-c", "print('quick')"], None, dict(os.environ), timeout=30)
     assert code == 0 and out == "quick\n"
+
+
+def test_a_step_writes_its_log_as_it_runs(tmp_path):
+    """A lease cut short (the device call's own limit ends gpu-check itself) still brings
+    back what the running step had printed: its log is written under the report folder
+    as it comes, stdout and stderr in the order they came."""
+    script = ("import os, sys, time\nprint('built', flush=True); print('warn', file=sys.stderr, flush=True)\n"
+              "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n"
+              "time.sleep(60)")
+    flag = tmp_path / "running"
+    step = gpucheck.Step("bench thing", [sys.executable, "-c", script, str(flag)], timeout=30)
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, pickle; from flycuda import gpucheck; "
+                             "gpucheck.run_step(pickle.loads(bytes.fromhex(sys.argv[1])), live_dir=sys.argv[2])",
+                             pickle.dumps(step).hex(), str(tmp_path)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert flag.exists()
+        assert (tmp_path / "bench_thing.log").read_text() == "built\nwarn\n"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if flag.exists():
+            os.kill(int(flag.read_text()), signal.SIGKILL)  # the step, in a session of its own
 
 
 def test_a_hung_test_is_named_and_the_tests_after_it_run(tmp_path):

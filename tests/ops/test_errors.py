@@ -130,6 +130,18 @@ def test_record_qpos_mismatched_devices(arg):
     assert torch.equal(a["history"], before)
 
 
+@pytest.mark.parametrize("arg", ["qpos", "adrs", "step"])
+def test_record_qpos_device_message_names_history(arg):
+    """Mismatched devices without a GPU (a meta input, CPU history): the message names the
+    output by its argument name (a GPU run once read "the device of 'out'")."""
+    a = good("cpu")
+    a[arg] = torch.empty(a[arg].shape, dtype=a[arg].dtype, device="meta")
+    before = a["history"].clone()
+    with pytest.raises(RuntimeError, match=rf"argument '{arg}' must be on cpu \(the device of 'history'\), got meta"):
+        call_record(a)
+    assert torch.equal(a["history"], before)
+
+
 def test_motion_to_ctrl_cpu_ctrl_with_meta_motion():
     """Mismatched devices without a GPU: a meta motion with a CPU ctrl."""
     a = good("cpu")

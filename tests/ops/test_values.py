@@ -71,6 +71,22 @@ def test_pool_ommatidia_messages_equal_the_op(checked_on_cpu, case):
     assert "flycuda.pool_ommatidia: argument 'omm_" in str(e.value)
 
 
+@pytest.mark.parametrize("name", ["omm_ptr", "omm_channel", "omm_column", "omm_count"])
+def test_pool_ommatidia_shape_errors_come_before_values(checked_on_cpu, name):
+    """A map array one entry short fails the op's shape check, not the wrapper's value
+    check (the GPU machine saw 'omm_ptr must end at nnz' for a short omm_ptr)."""
+    S, E = 2, 2
+    pm, args = pool_maps()
+    pixels = torch.randint(0, 256, (S, E, pm.rays, 3), dtype=torch.uint8)
+    m = dict(zip(("omm_ptr", "omm_pixels", "omm_channel", "omm_column", "omm_count"), args))
+    m[name] = m[name][:-1]
+    readouts = poison_like(torch.empty(S, E, pm.num_ommatidia, 2))
+    call = [pixels, m["omm_ptr"], m["omm_pixels"], m["omm_channel"], m["omm_column"], m["omm_count"], readouts]
+    message = op_message(lambda: flycuda.pool_ommatidia(*call))
+    assert message == op_message(lambda: torch.ops.flycuda.pool_ommatidia.default(*call))
+    assert f"argument '{name}' must have shape" in message
+
+
 @pytest.mark.parametrize("row", [[2, 0], [-1, 0], [0, 99], [1, -3]])
 def test_gather_columns_messages_equal_the_op(checked_on_cpu, row):
     a = episode_args("gather_columns", 5)
