@@ -103,6 +103,13 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "hybrid_senses(Tensor xpos, Tensor xmat, Tensor body_ids, Tensor[] contacts, Tensor geom_segment, int cone, "
       "Tensor(a!) thorax_z, Tensor(b!) tarsus5_z, Tensor(c!) stumbling_forces, Tensor(d!) heading) -> ()");
+  // Every world's odor at its sensors (csrc/kernels/odor_intensity.cuh): out[w, k, s] =
+  // sum_n peaks[(w,) n, k] f(sensors[w, s] - sources[w, n]) in float64, the sources in order;
+  // f: field 'power' |r| ** -exponent (FlyGym 1.x's default), or 'advection_diffusion' the
+  // steady plume of cobar-2026 with each world's wind [W, 2] (None: still air).
+  m.def(
+      "odor_intensity(Tensor sources, Tensor peaks, Tensor sensors, Tensor(a!) out, str field, float exponent, "
+      "Tensor? wind, float diffusivity, float decay) -> ()");
   // Ray-cast every selected world's cameras into RGB tiles (or a mosaic), planar
   // depth and geom-id segmentation: scene = flycuda.ops.scene_layout.Scene.FIELDS in order,
   // pixels = pixel ids to cast (empty: all); see csrc/kernels/render_tiles.cuh.

@@ -15,6 +15,7 @@
 #include "kernels/episode.cuh"
 #include "kernels/hybrid_step.cuh"
 #include "kernels/hybrid_senses.cuh"
+#include "kernels/odor_intensity.cuh"
 #include "kernels/rule_step.cuh"
 #include "kernels/motion_to_ctrl.cuh"
 #include "kernels/pool_ommatidia.cuh"
@@ -394,6 +395,28 @@ void run_hybrid_senses(Case& c) {
   for (const char* name : {"thorax_z", "tarsus5_z", "stumbling_forces", "heading"}) c.save(name);
 }
 
+// As csrc/cuda/odor_intensity.cu: every input strided (its base buffer, offset and strides; a
+// stride 0 shares), the wind optional (has_wind); the output `out`, strided too.
+void run_odor_intensity(Case& c) {
+  k::OdorPlan p;
+  p.W = c.i64("W"), p.n = c.i64("n"), p.k = c.i64("k"), p.s = c.i64("s");
+  p.field = static_cast<int>(c.i64("field")), p.exponent = c.f64("exponent");
+  p.diffusivity = c.f64("diffusivity"), p.decay = c.f64("decay"), p.log_c0 = c.f64("log_c0");
+  p.has_wind = c.i64("has_wind") != 0;
+  p.src_s0 = c.i64("sources_s0"), p.src_s1 = c.i64("sources_s1"), p.src_s2 = c.i64("sources_s2");
+  p.peak_s0 = c.i64("peaks_s0"), p.peak_s1 = c.i64("peaks_s1"), p.peak_s2 = c.i64("peaks_s2");
+  p.sen_s0 = c.i64("sensors_s0"), p.sen_s1 = c.i64("sensors_s1"), p.sen_s2 = c.i64("sensors_s2");
+  p.out_s0 = c.i64("out_s0"), p.out_s1 = c.i64("out_s1"), p.out_s2 = c.i64("out_s2");
+  const auto at = [&](const char* name) { return c.arr(name).data<float>() + c.i64(std::string(name) + "_offset"); };
+  const float* wind = nullptr;
+  if (p.has_wind) {
+    p.wind_s0 = c.i64("wind_s0"), p.wind_s1 = c.i64("wind_s1");
+    wind = at("wind");
+  }
+  k::launch_odor_intensity(kLaunch, at("sources"), at("peaks"), at("sensors"), wind, at("out"), p);
+  c.save("out");
+}
+
 // A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
 // after FLYCUDA_EMU_TIMEOUT seconds (default 300) the program says so and exits.
 void on_alarm(int) {
@@ -419,6 +442,7 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"hybrid_step", run_hybrid_step},
       {"rule_step", run_rule_step},
       {"hybrid_senses", run_hybrid_senses},
+      {"odor_intensity", run_odor_intensity},
       {"render_tiles", run_render_tiles},
   };
   return table;

@@ -59,6 +59,11 @@ CONTACT_FIELDS = ("geom", "worldid", "frame", "friction", "dim", "efc_address", 
 ``Data.contact.<name>`` for the first seven, then ``Data.efc.force`` and ``Data.nacon``
 (:meth:`flycuda.sim.Sim.contact_views` gives them as zero-copy views)."""
 
+# csrc/kernels/odor_intensity.cuh (every world's odor at its sensors)
+ODOR_THREADS = 128             # kOdorThreads: output elements (w, k, s) per block
+ODOR_FIELDS = ("power", "advection_diffusion")  # kOdorPower, kOdorAdvectionDiffusion
+"""The fields :func:`flycuda.ops.odor_intensity` evaluates, in the kernel's order."""
+
 INT32_MAX = 2 ** 31 - 1
 
 

@@ -53,7 +53,8 @@ def odor_intensity(sources: torch.Tensor, peaks: torch.Tensor, sensors: torch.Te
 
     Args:
         sources: [W, n, 3] each world's odor sources (the model's length unit).
-        peaks: [n, k] each source's peak intensity in each of k odor dimensions.
+        peaks: [n, k] each source's peak intensity in each of k odor dimensions (or [W, n, k]:
+            each world's).
         sensors: [W, s, 3] each world's sensor positions.
         out: float32 [W, k, s].
         field: :data:`FIELDS`.
@@ -66,17 +67,17 @@ def odor_intensity(sources: torch.Tensor, peaks: torch.Tensor, sensors: torch.Te
     if field not in FIELDS:
         raise ValueError(f"odor_intensity: field must be one of {', '.join(FIELDS)}, got {field!r}")
     x = sources.to(torch.float64)
-    p = peaks.to(torch.float64)
     s = sensors.to(torch.float64)
     W, n, S = x.shape[0], x.shape[1], s.shape[1]
-    acc = torch.zeros(W, p.shape[1], S, dtype=torch.float64, device=s.device)
+    p = peaks.to(torch.float64).expand(W, n, peaks.shape[-1])  # [n, k]: every world's
+    acc = torch.zeros(W, p.shape[2], S, dtype=torch.float64, device=s.device)
     for i in range(n):  # the sources in order, as FlyGym sums them
         r = s - x[:, i:i + 1, :]  # [W, S, 3]
         if field == "power":
             f = torch.linalg.vector_norm(r, dim=2).pow(-exponent)
         else:
             f = _advection_diffusion(r[..., :2], wind, diffusivity, decay, W, s.device)
-        acc += p[i].view(1, -1, 1) * f.unsqueeze(1)
+        acc += p[:, i].unsqueeze(2) * f.unsqueeze(1)
     return out.copy_(acc)
 
 

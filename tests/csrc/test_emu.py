@@ -54,6 +54,7 @@ Branches reached (csrc/kernels/):
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import subprocess
 
@@ -72,6 +73,7 @@ from helpers.cases import (
     hybrid_senses,
     hybrid_state,
     make_m2c_case,
+    odor_args,
     senses_args,
 )
 from helpers.devices import poison_like, strided_view
@@ -1127,6 +1129,46 @@ def test_hybrid_senses(sanitizer):
     torch.testing.assert_close(out["stumbling_forces"], good["stumbling_forces"], rtol=1e-12, atol=1e-12)
 
 
+def _odor_case(a: dict) -> emu.Case:
+    W, k, s = a["out"].shape
+    n = a["sources"].shape[1]
+    peaks = a["peaks"].expand(W, n, k) if a["peaks"].dim() == 2 else a["peaks"]  # stride 0: every world's
+    case = emu.Case("odor_intensity", W=W, n=n, k=k, s=s, field=launch_plan.ODOR_FIELDS.index(a["field"]),
+                    exponent=float(a["exponent"]), diffusivity=float(a["diffusivity"]), decay=float(a["decay"]),
+                    log_c0=math.log(1.0 / (2.0 * math.pi * a["diffusivity"])), has_wind=int(a["wind"] is not None))
+    for name in ("sources", "sensors", "out") + (("wind",) if a["wind"] is not None else ()):
+        case.strided(name, a[name], name)
+    return case.strided("peaks", peaks, "peaks")
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_odor_intensity(sanitizer):
+    """Odor at the sensors on the emulated grid: bit for bit the CPU op (the same per-element
+    function) for both fields, with and without wind, strided, shared (stride 0) and per-world
+    inputs, partial blocks (37 x 3 x 5 elements); both branches of k0e, a sensor on a source
+    (inf) and a NaN source (NaN where it reaches)."""
+    args = [odor_args(37, 7, 3, 5, "advection_diffusion", "strided", seed=1),
+            odor_args(300, 2, 1, 4, "power", "shared", seed=2, exponent=1.5),
+            dict(odor_args(5, 3, 2, 4, "advection_diffusion", "per_world", seed=3), wind=None),
+            odor_args(1, 1, 1, 4, "power", "contiguous", seed=4)]
+    edge = odor_args(3, 2, 1, 4, "advection_diffusion", seed=5)
+    edge["sensors"][0, 1, :2] = edge["sources"][0, 0, :2]
+    edge["sources"][2, 1, 1] = float("nan")
+    args.append(edge)
+    expected = []
+    for a in args:
+        cpu = clone_args(a)
+        flycuda.ops.odor_intensity(**cpu)
+        expected.append(cpu["out"])
+    assert expected[-1][0, 0, 1].isinf() and expected[-1][2].isnan().all() and expected[-1][:2].isfinite().sum() == 7
+    cases = [_odor_case(clone_args(a)) for a in args]
+    emu.run(cases, sanitizer)
+    for i, (case, want) in enumerate(zip(cases, expected)):
+        base, offset, strides = emu.base_of(want)
+        got = torch.as_strided(torch.as_tensor(case.out["out"]), want.shape, strides, offset)
+        assert got.contiguous().numpy().tobytes() == want.contiguous().numpy().tobytes(), i
+
+
 # Lines that no valid input reaches (kept as defensive code).
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
@@ -1139,7 +1181,7 @@ def test_cases_execute_every_kernel_line():
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
                  "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh", "kernels/rule_step.cuh",
-                 "kernels/hybrid_senses.cuh",
+                 "kernels/hybrid_senses.cuh", "kernels/odor_intensity.cuh",
                  "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"

@@ -15,6 +15,7 @@ import torch
 import flycuda
 from flycuda import ops
 from flycuda.ops import launch_plan
+from flycuda.reference import odor as odor_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNELS = os.path.join(ROOT, "csrc", "kernels")
@@ -85,7 +86,8 @@ RENAMED = {("motion_to_ctrl", "frame_mode"): "mode", ("spline_to_ctrl", "frame_m
 
 
 @pytest.mark.parametrize("name", ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk",
-                                  "pool_ommatidia", "hybrid_step", "rule_step", "hybrid_senses"])
+                                  "pool_ommatidia", "hybrid_step", "rule_step", "hybrid_senses",
+                                  "odor_intensity"])
 def test_schema_names_are_the_wrappers(name):
     schema = [RENAMED.get((name, a), a) for a in _schema_args(getattr(torch.ops.flycuda, name))]
     wrapper = list(inspect.signature(getattr(ops, name)).parameters)
@@ -152,6 +154,15 @@ def test_hybrid_senses_layout_equals_the_headers():
         enum = re.search(r"enum ContactField : int \{(.*?)\};", f.read(), re.S).group(1)
     names = re.findall(r"kContact(\w+)", enum)
     assert names == [_camel(n) for n in launch_plan.CONTACT_FIELDS] + ["Fields"]
+
+
+def test_odor_intensity_constants_equal_the_header():
+    """The block size and the fields' order (launch_plan.ODOR_FIELDS, the reference's FIELDS)
+    are kernels/odor_intensity.cuh's."""
+    c = _constants(os.path.join(KERNELS, "odor_intensity.cuh"))
+    assert c["kOdorThreads"] == launch_plan.ODOR_THREADS
+    assert [c["kOdorPower"], c["kOdorAdvectionDiffusion"]] == list(range(len(launch_plan.ODOR_FIELDS)))
+    assert launch_plan.ODOR_FIELDS == odor_reference.FIELDS == ("power", "advection_diffusion")
 
 
 @pytest.mark.parametrize("S,E,O", [(0, 2, 721), (1, 2, 721), (1000, 2, 721), (8192, 2, 721), (1, 1, 1)])

@@ -62,6 +62,7 @@ KERNELS += [("hybrid_step", f"flycuda::kernels::hybrid_step_kernel<{sense}, {ind
 KERNELS += [("rule_step", f"flycuda::kernels::rule_step_kernel<{index}>") for index in ("int32_t", "int64_t")]
 KERNELS += [("hybrid_senses", f"flycuda::kernels::senses_bodies_kernel<{index}>") for index in ("int32_t", "int64_t")]
 KERNELS += [("hybrid_senses", "flycuda::kernels::senses_contacts_kernel")]
+KERNELS += [("odor_intensity", "flycuda::kernels::odor_intensity_kernel")]
 BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia", "episode",
             "hybrid_senses"}
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
@@ -75,6 +76,10 @@ HYBRID_BUDGET = (80, 352)
 # registers and a small frame (measured 56 registers, 24 B of stack with nvcc 13.0 for sm_90);
 # the MT19937 key in global memory (624 words a world).
 RULE_BUDGET = (64, 64)
+# Odor at the sensors, one thread per (world, odor dimension, sensor): float64 pow, or exp, log and
+# Cephes' k0e, whose Chebyshev coefficients unroll into immediates (measured 54 registers, no stack,
+# with nvcc 13.0 for sm_90): a stack frame here would mean the coefficient arrays went to local memory.
+ODOR_BUDGET = (64, 0)
 # Static shared memory (bytes) at most; every other kernel: none.
 SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632, "refit_top_kernel": 13824}
 
@@ -82,6 +87,7 @@ SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632
 def probe_source() -> str:
     lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/episode.cuh"', '#include "kernels/hybrid_step.cuh"',
              '#include "kernels/rule_step.cuh"', '#include "kernels/hybrid_senses.cuh"',
+             '#include "kernels/odor_intensity.cuh"',
              '#include "kernels/motion_to_ctrl.cuh"',
              '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record.cuh"',
              '#include "kernels/render_tiles.cuh"', "",
@@ -158,6 +164,8 @@ def _budget(r: dict) -> tuple[int, int] | None:
         return HYBRID_BUDGET
     if r["family"] == "rule_step":
         return RULE_BUDGET
+    if r["family"] == "odor_intensity":
+        return ODOR_BUDGET
     for kernel, budget in RENDER_BUDGETS.items():
         if f"::{kernel}(" in r["name"] or r["name"].endswith(kernel):
             return budget
@@ -184,6 +192,8 @@ def _family(name: str) -> str:
         return "rule_step"
     if "senses_bodies_kernel" in name or "senses_contacts_kernel" in name:
         return "hybrid_senses"
+    if "odor_intensity_kernel" in name:
+        return "odor_intensity"
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
     for fam in ("record_kernel", "advance_step", "pool_ommatidia", "render_tiles", "refit_top"):

@@ -280,3 +280,34 @@ def assert_graph_replays_eager(op, args: dict, outputs, replays: int) -> None:
     torch.cuda.synchronize()
     for name in outputs:
         assert torch.equal(args[name].nan_to_num(), eager[name].nan_to_num()), name
+
+
+ODOR_LAYOUTS = ("contiguous", "strided", "shared", "per_world")
+
+
+def odor_args(W: int, n: int, k: int, s: int, field: str = "power", layout: str = "contiguous", seed: int = 0,
+              exponent: float = 2.0) -> dict:
+    """odor_intensity's arguments (flycuda.ops.odor_intensity's names), out poisoned with NaN.
+    Positions within +-20 (both branches of k0e at the course's D and decay). Layouts:
+    "contiguous"; "strided" (the sensors a column subset of a [W, 2s+1, 3] site table, the
+    sources' and out's dims transposed in memory, the wind a column of [W, 3]); "shared" (one
+    set of sources for every world, an expand: stride 0); "per_world" (peaks [W, n, k])."""
+    g = torch.Generator().manual_seed(seed)
+    rand = lambda *shape: torch.rand(*shape, generator=g) * 40 - 20  # noqa: E731
+    sources, sensors = rand(W, n, 3), rand(W, s, 3)
+    peaks = torch.rand(W if layout == "per_world" else n, *((n,) if layout == "per_world" else ()), k, generator=g)
+    peaks = peaks * 100 + 0.5
+    out = torch.full((W, k, s), float("nan"))
+    wind = (torch.rand(W, 2, generator=g) * 800 - 400) if field == "advection_diffusion" else None
+    if layout == "strided":
+        sites = rand(W, 2 * s + 1, 3)
+        sites[:, 1::2] = sensors
+        sensors = sites[:, 1::2]
+        sources = sources.transpose(0, 1).contiguous().transpose(0, 1)
+        out = out.permute(2, 1, 0).contiguous().permute(2, 1, 0)
+        if wind is not None:
+            wind = torch.cat([wind, rand(W, 1)], 1)[:, :2]
+    elif layout == "shared":
+        sources = sources[:1].expand(W, n, 3)
+    return dict(sources=sources, peaks=peaks, sensors=sensors, out=out, field=field, exponent=exponent, wind=wind,
+                diffusivity=20000.0, decay=500.0)

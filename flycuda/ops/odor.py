@@ -1,0 +1,97 @@
+"""Smell: every world's odor at its sensors, on the device (csrc/kernels/odor_intensity.cuh).
+
+* :func:`odor_intensity`: FlyGym 1.x's ``OdorArena.get_olfaction`` for every world at once,
+  with its inverse power law, or the advection–diffusion plume with wind of the 2026 course;
+* :data:`ODOR_FIELDS`: the fields it evaluates.
+
+:func:`flycuda.reference.odor.odor_intensity` is its float64 torch reference, held equal to the
+NumPy transcription of FlyGym 1.x (:func:`flycuda.reference.odor.flygym1_olfaction`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .checks import check_option, check_same_device
+from .launch_plan import ODOR_FIELDS
+
+__all__ = ["odor_intensity", "ODOR_FIELDS"]
+
+
+def odor_intensity(sources: torch.Tensor, peaks: torch.Tensor, sensors: torch.Tensor, out: torch.Tensor, *,
+                   field: str = "power", exponent: float = 2.0, wind: torch.Tensor | None = None,
+                   diffusivity: float = 20000.0, decay: float = 500.0) -> None:
+    """Every world's odor at its sensors, in place::
+
+        out[w, k, s] = float32( sum_n peaks[(w,) n, k] * f(sensors[w, s] - sources[w, n]) )
+
+    in float64, the sources added in order, as FlyGym 1.x's ``get_olfaction`` (flygym-gymnasium
+    1.3.2, ``arena/sensory_environment.py``) computes one fly's ``[k, 4]`` readout. The fields:
+
+    * ``"power"``: ``f(r) = |r| ** -exponent``, the full 3-D distance (FlyGym 1.x's default
+      diffusion ``x ** -2``); a sensor exactly on a source reads inf.
+    * ``"advection_diffusion"``: the steady plume of a source in a wind,
+      ``f(r) = exp(r.u / (2 D)) K0(kappa |r|) / (2 pi D)``, ``kappa = sqrt(|u|^2 / (4 D^2) +
+      decay / D)``, in the floor plane (x and y of ``r`` and of the wind ``u``): NeLy-EPFL
+      cobar-2026's ``compute_log_concentration`` (``src/miniproject/arena/banana.py``), in its
+      log form. Higher downwind; D is ``diffusivity``.
+
+    Args:
+        sources: float32 [W, n, 3], any strides (an ``expand`` of [n, 3] shares one set).
+        peaks: float32 [n, k] (every world's) or [W, n, k], any strides: each source's peak
+            intensity in each of k odor dimensions.
+        sensors: float32 [W, s, 3], any strides: e.g. the four sensor sites of
+            :func:`flycuda.flygym.olfaction.add_odor_sensors` in MuJoCo Warp's ``site_xpos``.
+        out: float32 [W, k, s], written in place; any strides, no overlapping memory, not
+            sharing memory with an input.
+        field: one of :data:`ODOR_FIELDS`.
+        exponent: "power": finite, >= 0.
+        wind: "advection_diffusion": float32 [W, 2], each world's wind (length/s) in the floor
+            plane, any strides; None: still air. Refused with "power" (it would be ignored).
+        diffusivity, decay: "advection_diffusion": D (length^2/s) and the decay rate (1/s),
+            finite and > 0 (defaults: the course's).
+
+    Runs on the device with no host synchronization (capturable in a CUDA graph).
+
+    Raises:
+        RuntimeError: a wrong dtype, rank, shape, device or aliasing (naming the argument);
+            ``out`` is left untouched.
+        ValueError: an unknown field, a negative or non-finite exponent, a wind with "power",
+            a diffusivity or decay <= 0.
+    """
+    check_option("odor_intensity", "field", field in ODOR_FIELDS, " or ".join(map(repr, ODOR_FIELDS)), repr(field))
+    if field == "power":
+        check_option("odor_intensity", "exponent", math.isfinite(exponent) and exponent >= 0, "finite and >= 0",
+                     exponent)
+        check_option("odor_intensity", "wind", wind is None, "None with field 'power' (it applies to field "
+                     "'advection_diffusion' only)", "a wind")
+    else:
+        for name, v in (("diffusivity", diffusivity), ("decay", decay)):
+            check_option("odor_intensity", name, math.isfinite(v) and v > 0, "finite and > 0", v)
+    torch.ops.flycuda.odor_intensity.default(sources, peaks, sensors, out, field, float(exponent), wind,
+                                             float(diffusivity), float(decay))
+
+
+@torch.library.register_fake("flycuda::odor_intensity")
+def _odor_intensity_fake(sources, peaks, sensors, out, field, exponent, wind, diffusivity, decay):
+    torch._check(out.dim() == 3 and out.dtype == torch.float32,
+                 lambda: f"flycuda.odor_intensity: argument 'out' must be float32 [W, k, s], got {out.dtype} "
+                         f"{tuple(out.shape)}")
+    W, k, s = out.shape
+    torch._check(sources.dim() == 3 and sources.shape[0] == W and sources.shape[2] == 3,
+                 lambda: f"flycuda.odor_intensity: argument 'sources' must have shape [W, n, 3] with W = {W}, got "
+                         f"{tuple(sources.shape)}")
+    n = sources.shape[1]
+    want = (n, k) if peaks.dim() == 2 else (W, n, k)
+    torch._check(tuple(peaks.shape) == want,
+                 lambda: f"flycuda.odor_intensity: argument 'peaks' must have shape {list(want)}, got "
+                         f"{tuple(peaks.shape)}")
+    torch._check(tuple(sensors.shape) == (W, s, 3),
+                 lambda: f"flycuda.odor_intensity: argument 'sensors' must have shape [W, s, 3] = {[W, s, 3]}, got "
+                         f"{tuple(sensors.shape)}")
+    torch._check(wind is None or tuple(wind.shape) == (W, 2),
+                 lambda: f"flycuda.odor_intensity: argument 'wind' must have shape [W, 2], got {tuple(wind.shape)}")
+    check_same_device("odor_intensity", "out", out, sources=sources, peaks=peaks, sensors=sensors, wind=wind)
+    return None
