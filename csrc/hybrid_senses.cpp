@@ -92,23 +92,29 @@ void hybrid_senses_cpu(const Tensor& xpos, const Tensor& xmat, const Tensor& bod
   const kernels::SensesPlan p = check_hybrid_senses(a);
   double *tz = dptr<double>(thorax_z), *t5 = dptr<double>(tarsus5_z), *f = dptr<double>(stumbling_forces);
   double* hd = dptr<double>(heading);
+  // The pointers once (each dptr is a call through the stable ABI).
+  const float *xp = dptr<float>(xpos), *xm = dptr<float>(xmat);
   FLYCUDA_DISPATCH_INDEX_TYPES(body_ids.scalar_type(), "hybrid_senses_cpu", [&] {
     const index_t* ids = dptr<index_t>(body_ids);
     torch::stable::parallel_for(0, p.W, /*grain_size=*/256, [&](int64_t begin, int64_t end) {
-      for (int64_t w = begin; w < end; ++w) {
-        kernels::senses_bodies(dptr<float>(xpos), dptr<float>(xmat), ids, tz, t5, f, hd, p, w);
-      }
+      for (int64_t w = begin; w < end; ++w) kernels::senses_bodies(xp, xm, ids, tz, t5, f, hd, p, w);
     });
   });
-  const auto ip = [&](int field) { return dptr<int>(contacts[field]); };
-  const auto fp = [&](int field) { return dptr<float>(contacts[field]); };
-  const int64_t n = std::min<int64_t>(ip(kContactNacon)[0], p.slots);
+  int* ip[kContactFields];
+  float* fp[kContactFields];
+  for (int i = 0; i < kContactFields; ++i) {
+    const bool is_float = contacts[i].scalar_type() == kFloat;
+    ip[i] = is_float ? nullptr : dptr<int>(contacts[i]);
+    fp[i] = is_float ? dptr<float>(contacts[i]) : nullptr;
+  }
+  const int* segment = dptr<int>(geom_segment);
+  const int64_t n = std::min<int64_t>(ip[kContactNacon][0], p.slots);
   for (int64_t s = 0; s < n; ++s) {  // in slot order: the sums' order is fixed here
     int64_t at = 0;
     double share[3];
-    if (kernels::contact_share(ip(kContactGeom), ip(kContactWorldid), fp(kContactFrame), fp(kContactFriction),
-                               ip(kContactDim), ip(kContactEfcAddress), fp(kContactAdhesion), fp(kContactEfcForce),
-                               dptr<int>(geom_segment), p, s, &at, share)) {
+    if (kernels::contact_share(ip[kContactGeom], ip[kContactWorldid], fp[kContactFrame], fp[kContactFriction],
+                               ip[kContactDim], ip[kContactEfcAddress], fp[kContactAdhesion], fp[kContactEfcForce],
+                               segment, p, s, &at, share)) {
       for (int j = 0; j < 3; ++j) f[at + j] += share[j];
     }
   }

@@ -1,10 +1,12 @@
 // flycuda: odor_intensity — argument checks, the launch plan and the CPU impl. What the op
 // computes: csrc/kernels/odor_intensity.cuh, whose per-element function the CPU twin below calls
-// in a loop (the CUDA kernel and the emulator call the same).
+// in loops over the worlds, odor dimensions and sensors (the CUDA kernel and the emulator call the
+// same, one element a thread).
 #include "odor_intensity.h"
 
 #include "common.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -101,10 +103,17 @@ void odor_intensity_cpu(const Tensor& sources, const Tensor& peaks, const Tensor
                         double diffusivity, double decay) {  // shapes: OdorArgs
   const OdorArgs a{sources, peaks, sensors, out, field, exponent, wind, diffusivity, decay};
   const kernels::OdorPlan p = check_odor_intensity(a);
+  // The pointers once (each dptr is a call through the stable ABI).
+  const float *x = dptr<float>(sources), *pk = dptr<float>(peaks), *sen = dptr<float>(sensors);
   const float* u = p.has_wind ? dptr<float>(*wind) : nullptr;
-  torch::stable::parallel_for(0, p.threads(), /*grain_size=*/1024, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      kernels::odor_element(dptr<float>(sources), dptr<float>(peaks), dptr<float>(sensors), u, dptr<float>(out), p, t);
+  float* o = dptr<float>(out);
+  if (p.threads() == 0) return;
+  const int64_t grain = std::max<int64_t>(1, 1024 / (p.k * p.s));  // about 1024 elements a task
+  torch::stable::parallel_for(0, p.W, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {
+      for (int64_t kk = 0; kk < p.k; ++kk) {
+        for (int64_t ss = 0; ss < p.s; ++ss) kernels::odor_element(x, pk, sen, u, o, p, w, kk, ss);
+      }
     }
   });
 }

@@ -2,11 +2,13 @@
 // nvcc (csrc/cuda/odor_intensity.cu), the host compiler (the CPU twin, csrc/odor_intensity.cpp)
 // and the emulator compile this one file. No ATen.
 //
-// One thread per output element (w, k, s), sensors fastest:
+// One thread per output element (w, k, s), sensors fastest (the CPU twin: one world per iteration):
 //   out[w, k, s] = float32( sum_n peaks[w, n, k] * f(sensors[w, s] - sources[w, n]) )
 // in float64, the sources added in order (FlyGym 1.x's get_olfaction sums them so), with
 //   power:               f(r) = |r| ** -exponent        (the full 3-D distance; 1.x's default,
-//                                                          exponent 2; a sensor on a source: inf)
+//                                                          exponent 2; a sensor on a source: inf;
+//                                                          1 / (d d) for exponent 2 and 1 / d for 1, as
+//                                                          torch's pow computes them, pow otherwise)
 //   advection_diffusion: f(r) = exp(log_c0 + (r.u) / (2 D) + log(k0e(kappa |r|)) - kappa |r|)
 //                        in the floor plane (r and the wind u in x and y), kappa =
 //                        sqrt(|u|^2 / (4 D^2) + decay / D): NeLy-EPFL/cobar-2026's steady plume
@@ -97,17 +99,20 @@ FLYCUDA_HOST_DEVICE inline double odor_k0e(double x) {
 // The field of a unit source at offset (rx, ry, rz) from it, in world w (wind ux, uy).
 FLYCUDA_HOST_DEVICE inline double odor_field(double rx, double ry, double rz, double ux, double uy,
                                              const OdorPlan& p) {
-  if (p.field == kOdorPower) return pow(sqrt(rx * rx + ry * ry + rz * rz), -p.exponent);
+  if (p.field == kOdorPower) {  // torch's pow(x, -e) takes 1 / (x x) for e = 2 and 1 / x for e = 1: so here
+    const double d = sqrt(rx * rx + ry * ry + rz * rz);
+    return p.exponent == 2.0 ? 1.0 / (d * d) : p.exponent == 1.0 ? 1.0 / d : pow(d, -p.exponent);
+  }
   const double D = p.diffusivity;
   const double kappa = sqrt((ux * ux + uy * uy) / (4.0 * D * D) + p.decay / D);
   const double kr = kappa * sqrt(rx * rx + ry * ry);
   return exp(p.log_c0 + (rx * ux + ry * uy) / (2.0 * D) + log(odor_k0e(kr)) - kr);
 }
 
-// Output element t = (w * k + kk) * s + ss: one sum over the sources, in order.
+// Output element (w, kk, ss): one sum over the sources, in order.
 FLYCUDA_HOST_DEVICE inline void odor_element(const float* sources, const float* peaks, const float* sensors,
-                                             const float* wind, float* out, const OdorPlan& p, int64_t t) {
-  const int64_t ss = t % p.s, kk = (t / p.s) % p.k, w = t / (p.s * p.k);
+                                             const float* wind, float* out, const OdorPlan& p, int64_t w, int64_t kk,
+                                             int64_t ss) {
   const float* sen = sensors + w * p.sen_s0 + ss * p.sen_s1;
   const double x = sen[0], y = sen[p.sen_s2], z = sen[2 * p.sen_s2];
   const double ux = p.has_wind ? static_cast<double>(wind[w * p.wind_s0]) : 0.0;
@@ -127,8 +132,12 @@ FLYCUDA_HOST_DEVICE inline void odor_element(const float* sources, const float* 
 __global__ void odor_intensity_kernel(
     const float* __restrict__ sources, const float* __restrict__ peaks, const float* __restrict__ sensors,
     const float* __restrict__ wind, float* __restrict__ out, const OdorPlan p) {
+  // t = (w * k + kk) * s + ss < 2^31 (the checks): 32-bit divisions, sensors fastest.
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t < p.threads()) odor_element(sources, peaks, sensors, wind, out, p, t);
+  if (t >= p.threads()) return;
+  const int32_t t32 = static_cast<int32_t>(t), s32 = static_cast<int32_t>(p.s), k32 = static_cast<int32_t>(p.k);
+  const int32_t q = t32 / s32;
+  odor_element(sources, peaks, sensors, wind, out, p, q / k32, q % k32, t32 % s32);
 }
 
 // The launch (platform.h, "launch templates"): one thread per output element.
