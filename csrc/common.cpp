@@ -1,6 +1,8 @@
 // flycuda: host-side helpers shared by the kernel families.
 #include "common.h"
 
+#include <algorithm>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -60,8 +62,20 @@ HostValues::HostValues(const Tensor& t, const CopyToHost& copy)
 
 bool has_internal_overlap(const Tensor& t) {
   if (t.is_contiguous()) return false;
+  // The dims of size > 1 by stride: every stride must pass the farthest reach of the smaller ones
+  // (stride[i] > sum_j<i stride[j] (size[j] - 1)), which makes every index's address distinct.
+  // This refuses any overlap (an expand's stride 0, or as_strided's) and, rarely, a layout that
+  // interleaves without overlapping (sizes [3, 2], strides [2, 3]): a copy is then the way in.
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
   for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.size(d) > 1 && t.stride(d) == 0) return true;
+    if (t.size(d) == 0) return false;
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += stride * (size - 1);
   }
   return false;
 }

@@ -163,7 +163,7 @@ std::string cat(const Args&... args) {
 #define CHECK_NO_OVERLAP(x)                                                  \
   FLYCUDA_CHECK(!::flycuda::has_internal_overlap(x),                          \
                 "argument '" #x "' must not have overlapping memory (e.g. an " \
-                "expanded tensor), got shape ", ::flycuda::sizes_of(x),        \
+                "expanded tensor; a copy is the way in), got shape ", ::flycuda::sizes_of(x), \
                 " strides ", ::flycuda::strides_of(x))
 // An output must not share memory with an input: the kernels mark both
 // __restrict__, and the CPU twins would read what they already wrote.
@@ -253,8 +253,9 @@ void check_offsets_values(const char* op, const char* name, const Tensor& offset
                           const char* total_name);
 void check_min_values(const char* op, const char* name, const Tensor& values, int64_t min);
 
-// Does some element of t repeat in memory (a stride 0 over a size > 1, as
-// at::has_internal_overlap's MemOverlap::Yes)?
+// May some element of t repeat in memory? True for a stride 0 over a size > 1 (an expand) and for
+// any as_strided overlap; also, conservatively, for the rare interleaved layout whose strides do
+// not each pass the smaller dims' reach (common.cpp).
 bool has_internal_overlap(const Tensor& t);
 
 // Do the byte ranges that a and b span (any strides) intersect on one device?

@@ -16,7 +16,8 @@ every step able to fail:
    must report its kernel, and pass the clean one;
 4. a short graph-captured replay with rendering (``flycuda replay --device cuda``);
 5. the benchmarks at a small size (bench_ops, bench_control (the walking controllers' ops in
-   a graph), bench_replay, bench_render, bench_env at 1024 and 4096 worlds), a PPO learning curve on flycuda.env (examples/ppo.py), and the
+   a graph), bench_replay, bench_render, bench_env at 1024 and 4096 worlds, bench_odor (odor at the
+   sensors in a graph, its share of a physics step)), a PPO learning curve on flycuda.env (examples/ppo.py), and the
    fly's eyes at 1000 and 8192 worlds (bench_vision; needs FlyGym), and FlyGym's walking
    controllers on its terrains, 1000 worlds x 1.5 s per cell, the controllers' share of the
    physics' time (bench_terrain; FlyGym, or its worlds staged by ``--export``).
@@ -33,6 +34,7 @@ lease and ``--only GROUPS`` runs some groups of steps alone (a lease split over 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import datetime
@@ -285,6 +287,9 @@ def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym:
         Step("bench_env", py + ["bench/bench_env.py", "--device", "cuda", "--worlds", *pick("1024 4096", "4096"),
                                 "--steps", *pick("50", "20"), "--rounds", *pick("3", "1"), "--no-results"],
              skip=no_warp or no_tests, group="bench", **limit),
+        Step("bench_odor", py + ["bench/bench_odor.py", "--device", "cuda", "--gpu-worlds", *pick("1024 4096", "4096"),
+                                 "--steps", *pick("500", "200"), "--repeats", *pick("3", "2"), "--no-results"],
+             skip=no_tests, group="bench", **limit),
         Step("PPO on flycuda.env (a learning curve)",
              py + ["examples/ppo.py", "--task", "imitate", "--worlds", "4096", "--iterations", *pick("30", "5"),
                    "--device", "cuda"], skip=no_warp or no_tests, group="ppo"),
@@ -367,13 +372,19 @@ def run_step(step: Step, live_dir: str | None = None) -> Outcome:
 def run_with_grace(argv: list[str], cwd: str | None, env: dict, timeout: float,
                    grace: float = GRACE_S, live: str | None = None) -> tuple[int | None, str]:
     """(exit status, or None when it ran past ``timeout``; stdout and stderr as they came).
-    Past the limit its process group gets SIGINT, on which pytest prints what failed so
-    far (the first GPU runs' test steps timed out with their failures unnamed), and
-    ``grace`` seconds later SIGKILL, which also ends pytest-xdist's workers. ``live``: the
-    file the output goes to as it comes (else a temporary one)."""
-    with (open(live, "w+") if live else tempfile.TemporaryFile("w+")) as log:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+    Past the limit its process group gets SIGINT, on which pytest prints what failed so far (the
+    first GPU runs' test steps timed out with their failures unnamed), and ``grace`` seconds
+    later SIGKILL, which also ends pytest-xdist's workers. Whatever way it ends (an interrupt of
+    gpu-check included), nothing of its process group outlives it. ``live``: the file the
+    output goes to as it comes (else a temporary one); the child appends to it through a handle
+    of its own, and it is read back as text with undecodable bytes replaced."""
+    with contextlib.ExitStack() as stack:
+        path = live or os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "step.log")
+        with open(path, "ab", buffering=0) as sink:
+            os.ftruncate(sink.fileno(), 0)
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        code = None
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -381,11 +392,12 @@ def run_with_grace(argv: list[str], cwd: str | None, env: dict, timeout: float,
             try:
                 proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
-            code = None
-        log.seek(0)
-        return code, log.read()
+                pass
+        finally:
+            _signal_group(proc, signal.SIGKILL)  # stragglers of a finished step too
+            proc.wait()
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return code, f.read()
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -79,7 +79,13 @@ def _odor_intensity_fake(sources, peaks, sensors, out, field, exponent, wind, di
     torch._check(out.dim() == 3 and out.dtype == torch.float32,
                  lambda: f"flycuda.odor_intensity: argument 'out' must be float32 [W, k, s], got {out.dtype} "
                          f"{tuple(out.shape)}")
+    for name, t in (("sources", sources), ("peaks", peaks), ("sensors", sensors), ("wind", wind)):
+        torch._check(t is None or t.dtype == torch.float32,
+                     lambda name=name, t=t: f"flycuda.odor_intensity: argument '{name}' must have dtype Float, got "
+                                            f"{t.dtype}")
     W, k, s = out.shape
+    torch._check(W * k * s < 2 ** 31,
+                 lambda: f"flycuda.odor_intensity: W * k * s = {W * k * s} must be < 2^31 (32-bit thread indices)")
     torch._check(sources.dim() == 3 and sources.shape[0] == W and sources.shape[2] == 3,
                  lambda: f"flycuda.odor_intensity: argument 'sources' must have shape [W, n, 3] with W = {W}, got "
                          f"{tuple(sources.shape)}")

@@ -62,8 +62,12 @@ def _map_shapes_fit(pixels, omm_ptr, omm_pixels, omm_channel, omm_column, omm_co
     checked here; otherwise the op's own shape check speaks first (as it does on the CPU)."""
     if pixels.dim() != 4 or readouts.dim() != 4 or omm_pixels.dim() != 1:
         return False
-    O = readouts.shape[2]
-    return omm_ptr.shape == (O + 1,) and all(t.shape == (O,) for t in (omm_channel, omm_column, omm_count))
+    S, E, O, columns = readouts.shape
+    if columns != 2 or pixels.shape[:2] != (S, E) or pixels.shape[3] != 3 or pixels.dtype != torch.uint8:
+        return False
+    maps = (omm_ptr, omm_pixels, omm_channel, omm_column, omm_count)
+    return (all(t.dtype == torch.int32 for t in maps) and omm_ptr.shape == (O + 1,)
+            and all(t.shape == (O,) for t in maps[2:]))
 
 
 @torch.library.register_fake("flycuda::pool_ommatidia")

@@ -33,7 +33,7 @@ STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer syncchec
          "self-test: synccheck catches 'badmask'", "self-test: synccheck passes 'clean'",
          "self-test: initcheck catches 'uninit'", "self-test: initcheck passes 'clean'",
          "graph-captured replay with rendering", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
-         "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"]
+         "bench_odor", "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"]
 
 
 def test_plan_covers_every_part_of_the_check(tmp_path):
@@ -63,7 +63,7 @@ def test_plan_covers_every_part_of_the_check(tmp_path):
         "graph-captured replay with rendering"].argv
     bare = gpucheck.plan(str(tmp_path), python="py", have_warp=False, sanitizer=None, root="/repo", nvcc=None)
     skipped = {s.name for s in bare if s.skip}
-    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops", "bench_control"}
+    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops", "bench_control", "bench_odor"}
     assert "--no-warp" in [s for s in bare if s.name == "bench_ops"][0].argv  # bench_ops still runs
     vision = by["bench_vision"]
     assert vision.argv[vision.argv.index("--worlds") + 1:][:2] == ["1000", "8192"] and vision.env["MUJOCO_GL"] == "osmesa"
@@ -87,7 +87,7 @@ def test_installed_package_skips_what_needs_a_checkout(tmp_path):
     skipped = {s.name: s.skip for s in steps if s.skip}
     assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",
                             "compute-sanitizer initcheck", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
-                            "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"}
+                            "bench_odor", "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"}
     assert all(v == gpucheck.NEEDS_CHECKOUT for v in skipped.values())
     assert all(s.cwd is None for s in steps)
     assert os.path.isfile(gpucheck.SELFTEST_SOURCE)  # shipped in the package (pyproject package-data)
@@ -289,6 +289,29 @@ def test_a_step_past_its_limit_is_interrupted_then_killed():
     assert code is None and "up" in out
     code, out = gpucheck.run_with_grace([sys.executable, "-c", "print('quick')"], None, dict(os.environ), timeout=30)
     assert code == 0 and out == "quick\n"
+
+
+def test_nothing_of_a_step_outlives_it(tmp_path):
+    """A step that leaves a child behind (a worker, a server) and exits: the child is ended
+    with it, and the output comes back whatever its bytes."""
+    script = ("import subprocess, sys\n"
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+              "print(p.pid, flush=True); sys.stdout.buffer.write(b'bad byte: \\xff\\n')")
+    code, out = gpucheck.run_with_grace([sys.executable, "-c", script], None, dict(os.environ), timeout=60)
+    assert code == 0 and "bad byte: \ufffd" in out
+    child = int(out.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{child}/stat") as f:  # a zombie (ended, not yet reaped by init) counts as ended
+            if f.read().split()[2] == "Z":
+                break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the step's child {child} outlived it")
 
 
 def test_a_step_writes_its_log_as_it_runs(tmp_path):

@@ -2,8 +2,10 @@
 reference (flycuda.reference.odor.odor_intensity, itself held to FlyGym 1.x's get_olfaction and
 the course's closed form in test_odor_reference.py), on the CPU and on CUDA when present: both
 fields, odd sizes, n > 1 and k > 1, strided, shared (stride 0) and per-world inputs, poisoned
-outputs. The CPU op is the reference bit for bit (the same float64 operations in the same order);
-CUDA's pow, exp and log may differ in the last bits of a float64, so within 2 float32 ulps.
+outputs. The float64 values may differ from torch's in their last bits (its pow, norm and k0e are
+vectorized; CUDA's pow, exp and log are within 2 ulps), so the float32 outputs are held within 1
+float32 ulp on the CPU (in practice equal) and 2 on CUDA; the emulator equals the CPU op bit for
+bit (tests/csrc/test_emu.py: the same per-element function).
 Bad input is refused in one line naming the argument, and nothing is written."""
 
 from __future__ import annotations
@@ -32,10 +34,7 @@ def test_matches_reference(device, field, layout, W, n, k, s):
     ops.odor_intensity(**got)
     out = got["out"].cpu()
     assert out.isfinite().all() and (out > 0).all(), "every element written, none on a source"
-    if device == "cpu":
-        assert torch.equal(out, want["out"])
-    else:
-        assert ulps32(out, want["out"]) <= 2
+    assert ulps32(out, want["out"]) <= (1 if device == "cpu" else 2)
 
 
 @pytest.mark.parametrize("exponent", [0.0, 0.5, 1.0, 2.0, 3.7])
@@ -44,7 +43,7 @@ def test_power_exponents(exponent):
     want = clone_args(a)
     ref.odor_intensity(**want)
     ops.odor_intensity(**a)
-    assert torch.equal(a["out"], want["out"])
+    assert ulps32(a["out"], want["out"]) <= 1
     if exponent == 0.0:  # f = 1: the peaks' sums
         torch.testing.assert_close(a["out"], a["peaks"].sum(0).view(1, -1, 1).expand_as(a["out"]), rtol=1e-6, atol=0)
 
@@ -72,8 +71,27 @@ def test_edges_inf_on_a_source_no_sources_and_empty(device):
     none = args_to(odor_args(4, 0, 2, 4, seed=3), device)
     ops.odor_intensity(**none)
     assert none["out"].eq(0).all()
-    for W, k, s in ((0, 2, 4), (3, 0, 4), (3, 2, 0)):
-        ops.odor_intensity(**args_to(odor_args(W, 2, k, s, seed=4), device))
+    for W, k, s in ((0, 2, 4), (3, 0, 4), (3, 2, 0)):  # nothing to write: no launch, no error
+        empty = args_to(odor_args(W, 2, k, s, seed=4), device)
+        ops.odor_intensity(**empty)
+        assert empty["out"].numel() == 0
+
+
+@pytest.mark.parametrize("device", cpu_and_cuda())
+def test_out_at_a_storage_offset_leaves_its_neighbours(device):
+    """out a view in the middle of a larger poisoned buffer, dims permuted: exactly its own
+    elements are written."""
+    a = odor_args(5, 3, 2, 4, "advection_diffusion", seed=11)
+    want = clone_args(a)
+    ref.odor_intensity(**want)
+    buf = torch.full((7 + 5 * 2 * 4 + 9,), -7.0)
+    a["out"] = buf[7:7 + 40].view(4, 2, 5).permute(2, 1, 0)
+    a = args_to(a, device)
+    ops.odor_intensity(**a)
+    whole = a["out"].untyped_storage()
+    got = torch.empty(0, device=device).set_(whole, 0, (buf.numel(),), (1,)).cpu()
+    assert got[:7].eq(-7).all() and got[47:].eq(-7).all()
+    assert ulps32(a["out"].cpu(), want["out"]) <= 2
 
 
 def test_nan_inputs_read_nan_only_where_they_reach():
@@ -88,6 +106,8 @@ BAD = [
     ("out float64", lambda a: dict(a, out=a["out"].double()), M + r"'out' must have dtype Float, got Double"),
     ("out 2-D", lambda a: dict(a, out=a["out"][0]), M + r"'out' must be a 3-D tensor \[W, k, s\], got shape \[2, 4\]"),
     ("out overlapping", lambda a: dict(a, out=torch.zeros(3, 1, 1).expand(3, 2, 4)), M + r"'out' must not have overlapping"),
+    ("out as_strided overlap", lambda a: dict(a, out=torch.full((24,), float("nan")).as_strided((3, 2, 4), (8, 1, 1))),
+     M + r"'out' must not have overlapping memory .* strides \[8, 1, 1\]"),
     ("sources worlds", lambda a: dict(a, sources=a["sources"][:2]),
      M + r"'sources' must have shape \[W, n, 3\] with W = out.size\(0\) = 3, got \[2, 2, 3\]"),
     ("sources xy", lambda a: dict(a, sources=a["sources"][..., :2]), M + r"'sources' must have shape \[W, n, 3\]"),
@@ -111,6 +131,14 @@ BAD = [
 def test_bad_input_is_refused_and_nothing_written(name, change, match):
     a = change(odor_args(3, 2, 2, 4, seed=6))
     assert_refused_untouched(ops.odor_intensity, a, ["out"], match)
+
+
+@pytest.mark.needs_cuda
+@pytest.mark.parametrize("name", ["sources", "peaks", "sensors", "wind"])
+def test_inputs_on_another_device_are_refused(name):
+    a = args_to(odor_args(3, 2, 2, 4, "advection_diffusion", seed=12), "cuda")
+    a[name] = a[name].cpu()
+    assert_refused_untouched(ops.odor_intensity, a, ["out"], M + rf"'{name}' must be on cuda:0 \(the device of 'out'\), got cpu")
 
 
 WIND_BAD = [
