@@ -32,17 +32,21 @@ from ..sim.mjwarp import Sim
 from ..worlds import NAMED_MODELS, is_flygym_model, resolve
 from .core import JITTER_STATES, FlyVecEnv, decimation_of
 from .layout import GROUPS
+from .odor_tasks import OdorTaxis
 from .settle import SETTLE_SECONDS
-from .tasks import TASKS, Approach, Imitate, Task, Walk, body_length
+from .tasks import Approach, Imitate, Task, Walk, body_length
 
-__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "GROUPS", "ACTIONS",
-           "TERRAINS", "JITTER_STATES", "TERRAIN_JITTER"]
+__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "OdorTaxis", "GROUPS",
+           "ACTIONS", "TERRAINS", "JITTER_STATES", "TERRAIN_JITTER"]
 
 ACTIONS = ("joints", "descending")
 """What an environment's actions are (``make(..., action=)``): the driven joints' target angles,
 or two descending drives per world into FlyGym's hybrid turning controller."""
 TERRAIN_JITTER = 0.65
 """mm: the default ``spawn_jitter`` on a terrain (half of a 1.3 mm block)."""
+TASKS = {t.name: t for t in (Imitate, Walk, Approach, OdorTaxis)}
+"""The tasks by name ("imitate", "walk", "approach", "odor_taxis"): what ``make`` and
+``flycuda/<task>-v0`` accept."""
 
 
 def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=None, control_dt: float | None = None,
@@ -53,7 +57,7 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     """A batched environment of ``worlds`` flies doing ``task``.
 
     Args:
-        task: a task's name (:data:`TASKS`: "imitate", "walk", "approach") or a :class:`Task`.
+        task: a task's name (:data:`TASKS`: "imitate", "walk", "approach", "odor_taxis") or a :class:`Task`.
         worlds: how many worlds (ignored when ``sim`` is given: its worlds).
         model: "hexapod" (built in), "neuromechfly" or "neuromechfly-capsules" (FlyGym); with
             ``sim``, the model that sim holds (NeuroMechFly: cubic targets, mm).
@@ -179,7 +183,7 @@ def make_vec(task: str, num_envs: int = 16, **kwargs) -> FlyVecEnv:
 
 
 def _register() -> None:
-    """Registers ``flycuda/imitate-v0``, ``flycuda/walk-v0`` and ``flycuda/approach-v0`` with
+    """Registers ``flycuda/<task>-v0`` for every task of :data:`TASKS` with
     gymnasium (vector entry points: one FlyVecEnv of ``num_envs`` worlds, on import of flycuda.env)."""
     for name in TASKS:
         env_id = f"flycuda/{name}-v0"

@@ -30,9 +30,10 @@ from ..sim import streams
 from ..sim.mjwarp import DROPPED_BITS
 from ..vision.spec import parse_vision
 from .descending import DRIVE_BOUND, Descending
-from .layout import DESCENDING_GROUPS, OWN_COLUMNS, SOURCES, FlyLayout, columns_of, own_slice, unit_of
+from .layout import DESCENDING_GROUPS, ODOR_START, SOURCES, FlyLayout, columns_of, own_slice, unit_of
 from .nonfinite import NonFinite, rows_nonfinite
 from .settle import SETTLE_SECONDS, settle
+from .smell import Smell
 
 __all__ = ["FlyVecEnv", "JITTER_STATES"]
 
@@ -80,6 +81,7 @@ class FlyVecEnv(VectorEnv):
         self.vision = self._make_vision(vision)
         self.action_kind = action
         self.descending = Descending(sim, int(seed)) if action == "descending" else None
+        self.odor_dims = len(task.odor_peaks[0]) if task.odor_peaks else 0
         self._buffers(W, 2 if self.descending is not None else A, dev, motion, interp)
         observe = (observe,) if isinstance(observe, str) else observe  # one group by its name
         groups = tuple(observe) if observe is not None else task.observe + (("vision",) if vision else ())
@@ -90,7 +92,7 @@ class FlyVecEnv(VectorEnv):
         if self.descending is None and set(groups) & set(DESCENDING_GROUPS):
             raise EnvError(f"observations {', '.join(map(repr, DESCENDING_GROUPS))} are the walking controller's: "
                            "make(..., action='descending')")
-        self.obs_names, table, self._groups = columns_of(self.layout, groups, self._num_ommatidia())
+        self.obs_names, table, self._groups = columns_of(self.layout, groups, self._num_ommatidia(), self.odor_dims)
         self.obs_units = [unit_of(n, model_unit) for n in self.obs_names]
         self._columns = table.to(dev)
         self._angle_columns = columns_of(self.layout, ("joints",))[1].to(dev)
@@ -154,8 +156,13 @@ class FlyVecEnv(VectorEnv):
         self.reference = torch.zeros(W, len(self.layout.names), device=dev)
         self.angles = torch.zeros(W, len(self.layout.names), device=dev)
         # the environment's own observation columns (layout.OWN_COLUMNS): phase, drives, controller
-        self.own = torch.zeros(W, sum(n for _, n in OWN_COLUMNS), device=dev)
+        # and a task's odor at the sensors [k, 4] after them (flycuda.env.smell)
+        self.own = torch.zeros(W, ODOR_START + 4 * self.odor_dims, device=dev)
         self.phase = self.own[:, own_slice("phase")]
+        self.smell = None
+        if self.odor_dims:
+            odor = self.own[:, ODOR_START:].view(W, self.odor_dims, 4)
+            self.smell = Smell(self.sim, out=odor, **self.task.odor(self))
         self._phase64 = torch.zeros(W, dtype=torch.float64, device=dev)
         self.frames = None
         if motion is not None:
@@ -229,6 +236,8 @@ class FlyVecEnv(VectorEnv):
         if self.vision is not None:
             self.sim.kinematics()
             self.vision.update(only=reset)
+        if self.smell is not None:
+            self.smell.observe(kinematics=self.vision is None)
         if self.descending is not None:
             self.descending.observe(self.own)
         ops.gather_columns(self._sources, self._angle_columns, self.angles)

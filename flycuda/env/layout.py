@@ -10,6 +10,7 @@ import mujoco
 import torch
 
 from ..errors import EnvError
+from ..flygym.olfaction import SENSOR_NAMES as ODOR_SENSOR_NAMES
 from ..ops.launch_plan import named_slice
 from ..ops.walking import LEGS
 from ..vision.eyes import readout_names
@@ -31,6 +32,8 @@ GROUPS = {
     "drive": "the descending drives of the last action (left, right; action='descending')",
     "cpg": "the walking controller's six oscillators: phases in [0, 2 pi), then magnitudes (action='descending')",
     "corrections": "the controller's retraction, then stumbling corrections of each leg (action='descending')",
+    "odor": "the odor at the four sensors (maxillary palps L, R, antennae L, R) for each of the task's k odor "
+            "dimensions, [k, 4] flattened (a task with odor sources: odor_taxis)",
 }
 """The observation groups (``observe=``), in the order they appear when asked for: name -> what it holds."""
 
@@ -40,6 +43,7 @@ SOURCES = ("qpos", "qvel", "ctrl", "reference", "own", "actuator_force", "vision
 OWN_COLUMNS = (("phase", 1), ("drive", 2), ("cpg_phase", 6), ("cpg_magnitude", 6), ("retraction", 6),
                ("stumbling", 6))
 DESCENDING_GROUPS = ("drive", "cpg", "corrections")  # the groups action='descending' fills
+ODOR_START = sum(n for _, n in OWN_COLUMNS)  # the odor columns [k, 4] follow OWN_COLUMNS in the own columns
 
 
 def own_slice(name: str) -> slice:
@@ -102,8 +106,9 @@ class FlyLayout:
         return cls(act_ids, tuple(names), qadr, dadr, int(mjm.jnt_qposadr[free[0]]), int(mjm.jnt_dofadr[free[0]]),
                    rng, bounds, contacts)
 
-    def group(self, name: str, num_ommatidia: int = 0) -> list[tuple[str, int, int]]:
-        """The columns of observation group ``name``: (column name, source id, column)."""
+    def group(self, name: str, num_ommatidia: int = 0, odor_dims: int = 0) -> list[tuple[str, int, int]]:
+        """The columns of observation group ``name``: (column name, source id, column);
+        ``odor_dims``: the task's odor dimensions k (0: it has no odor sources)."""
         src = {s: i for i, s in enumerate(SOURCES)}
         if name == "joints":
             return [(f"joint:{n}", src["qpos"], a) for n, a in zip(self.names, self.qpos_adrs)]
@@ -135,12 +140,18 @@ class FlyLayout:
                 raise EnvError("observation 'contacts' needs contact sensors (sensors named *contact*, as FlyGym's "
                                "ground-contact sensors); this model has none")
             return [(n, src["sensordata"], a) for n, a in self.contacts]
+        if name == "odor":
+            if odor_dims < 1:
+                raise EnvError("observation 'odor' needs a task with odor sources (odor_taxis); this one has none")
+            return [(f"odor:{d}:{sensor}", src["own"], ODOR_START + d * len(ODOR_SENSOR_NAMES) + i)
+                    for d in range(odor_dims) for i, sensor in enumerate(ODOR_SENSOR_NAMES)]
         if name == "vision":
             return [(n, src["vision"], i) for i, n in enumerate(readout_names(num_ommatidia))]  # the store's names
         raise EnvError(f"unknown observation {name!r}; the observations are: {', '.join(GROUPS)}")
 
 
-def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0) -> tuple[list[str], torch.Tensor, dict]:
+def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0, odor_dims: int = 0
+               ) -> tuple[list[str], torch.Tensor, dict]:
     """The names, the int32 [O, 2] (source, column) table and each group's slice of the
     columns, of observation ``groups`` in their order."""
     groups = list(groups)
@@ -148,7 +159,7 @@ def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0) -> tuple[list[
         raise EnvError(f"an observation group is named twice: {groups}")
     rows, slices = [], {}
     for g in groups:
-        cols = layout.group(g, num_ommatidia)
+        cols = layout.group(g, num_ommatidia, odor_dims)
         slices[g] = slice(len(rows), len(rows) + len(cols))
         rows += cols
     table = torch.tensor([[s, c] for _, s, c in rows], dtype=torch.int32).reshape(-1, 2)
@@ -174,6 +185,8 @@ def unit_of(column: str, model_unit: str) -> str:
         return "1 (ommatidium intensity, 0 to 1)"
     if kind == "drive":
         return "1 (descending drive)"
+    if kind == "odor":
+        return "odor intensity (the sources' peak units)"
     if kind == "cpg_phase":
         return "rad"
     if kind in ("cpg_magnitude", "retraction", "stumbling"):

@@ -18,7 +18,7 @@ from ..errors import EnvError
 from ..ops import motion_at
 from ..sim.bodies import add_bodies
 
-__all__ = ["Task", "Imitate", "Walk", "Approach", "TASKS", "body_length"]
+__all__ = ["Task", "Imitate", "Walk", "Approach", "body_length"]
 
 
 def body_length(model_unit: str) -> float:
@@ -43,6 +43,7 @@ class Task:
     needs_motion = False
     reward_unit = "1"  # what one unit of reward is (stored with recorded rewards)
     nonfinite_reward = 0.0  # a world's reward in the step its physics went non-finite (flycuda.env.nonfinite)
+    odor_peaks: list | None = None  # [n][k]: a task with odor sources (its odor(env) says where they are)
 
     def __init__(self, *, init: str = "reference", noise: float = 0.02, min_up: float = 0.0,
                  height_range: tuple[float, float] = (0.3, 3.0)):
@@ -324,7 +325,3 @@ class Approach(Task):
     def reward(self, env) -> None:
         dx, dy, n = self._d[:3]  # measured after this step's observation
         env.rewards.copy_(self._vx).mul_(dx).addcmul_(self._vy, dy).div_(n).mul_(1.0 / self.L)
-
-
-TASKS = {t.name: t for t in (Imitate, Walk, Approach)}
-"""The tasks by name ("imitate", "walk", "approach"): what ``make`` and ``flycuda/<task>-v0`` accept."""

@@ -18,13 +18,15 @@ import torch
 
 from ..errors import FlyGymError
 
-__all__ = ["ODOR_SENSORS", "add_odor_sensors", "odor_sensor_sites"]
+__all__ = ["ODOR_SENSORS", "SENSOR_NAMES", "add_odor_sensors", "odor_sensor_sites"]
 
 ODOR_SENSORS = (("l_maxillary_palp", "c_rostrum", (-0.15, 0.15, -0.15)),
                 ("r_maxillary_palp", "c_rostrum", (-0.15, -0.15, -0.15)),
                 ("l_antenna", "l_funiculus", (0.02, 0.0, -0.10)),
                 ("r_antenna", "r_funiculus", (0.02, 0.0, -0.10)))
 """(sensor, the body it is fixed to, its position there in mm): FlyGym 1.x's, in its order."""
+SENSOR_NAMES = tuple(name for name, _, _ in ODOR_SENSORS)
+"""The four sensors' names in FlyGym 1.x's order: the odor observations' last axis."""
 
 
 def add_odor_sensors(fly) -> None:

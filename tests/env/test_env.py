@@ -418,9 +418,10 @@ def test_cli_approach_with_the_steering_example(tmp_path, capsys):
     assert (tmp_path / "a.mp4").stat().st_size > 0
 
 
-@pytest.mark.parametrize("task,observe", [("imitate", None), ("walk", None), ("approach", None),
+@pytest.mark.parametrize("task,observe", [("imitate", None), ("walk", None), ("approach", None), ("odor_taxis", None),
                                           ("imitate", tuple(g for g in fe.GROUPS if g not in
-                                                            ("vision", "contacts", "drive", "cpg", "corrections")))])
+                                                            ("vision", "contacts", "drive", "cpg", "corrections",
+                                                             "odor")))])
 def test_the_control_step_allocates_nothing(task, observe):
     """What the CUDA graph capture refuses, checked on the CPU: no torch op of a control step (the
     actions, observations, reward, done mask, resets) returns new memory (the capture's own

@@ -65,3 +65,47 @@ def test_every_worlds_sensors_on_the_device_are_mujocos():
     assert (palps[:, 0] < antennae[:, 0]).all() and (palps[:, 2] < antennae[:, 2]).all()
     np.testing.assert_allclose(palps[0], [0.3087, 0.15, -0.4233], atol=1e-3)
     np.testing.assert_allclose(antennae[0], [0.5091, 0.1584, -0.0502], atol=1e-3)
+
+
+@pytest.mark.needs_flygym
+@pytest.mark.needs_warp
+def test_odor_taxis_on_neuromechfly_with_descending_drives():
+    """make("odor_taxis", model="neuromechfly", action="descending"): the sensors on FlyGym's head
+    where 1.x put them (sites on the rostrum and funiculi, compiled into the thorax, equal to
+    flycuda.env.smell.ROOT_OFFSETS: what the hexapod gets, scaled), the odor observations equal
+    to the reference at the observed state, and FlyGym 1.x's rule (examples/odor_taxis.py) steps
+    every world."""
+    import importlib.util
+    import os
+
+    import flycuda.env as fe
+    from flycuda.env.odor_tasks import FLYGYM1_PEAKS
+    from flycuda.env.smell import ROOT_OFFSETS, sensor_sites
+    from flycuda.reference.odor import odor_intensity
+
+    env = fe.make("odor_taxis", worlds=3, model="neuromechfly", action="descending", device="cpu", seed=1)
+    mjm = env.sim.mjm
+    ids = sensor_sites(mjm)
+    assert [mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_SITE, i) for i in ids] == \
+        [f"nmf/{name}_sensor" for name, _, _ in ODOR_SENSORS]
+    thorax = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, "nmf/c_thorax")
+    assert all(int(mjm.site_bodyid[i]) == thorax for i in ids)
+    np.testing.assert_allclose(mjm.site_pos[ids], ROOT_OFFSETS, atol=2e-4)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples",
+                        "odor_taxis.py")
+    spec = importlib.util.spec_from_file_location("flycuda_example_odor_taxis", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    policy = example.make_policy(env)
+    obs, _ = env.reset(seed=2)
+    for _ in range(3):
+        env.sim.kinematics()
+        q = env.sim.view("qpos")
+        src = torch.stack([torch.stack([q[:, ax], q[:, ay], torch.full((3,), 1.5)], 1) for ax, ay in env.task._adrs(env)],
+                          1)
+        want = odor_intensity(src, torch.tensor(FLYGYM1_PEAKS), env.sim.view("site_xpos")[:, ids], torch.empty(3, 2, 4))
+        torch.testing.assert_close(obs[:, env.obs_slice("odor")], want.view(3, -1), rtol=2e-6, atol=0)
+        drives = policy(obs)
+        assert drives.shape == (3, 2) and ((drives >= 0.2 - 1e-6) & (drives <= 1.0)).all()
+        obs, rew, *_ = env.step(drives)
+        assert rew.isfinite().all()

@@ -21,7 +21,7 @@ def _executable(path: str):
 def test_there_are_notebooks():
     names = [os.path.basename(p) for p in NOTEBOOKS]
     assert names == ["01_kernel_from_python.ipynb", "02_replay.ipynb", "03_profiling.ipynb", "04_vision.ipynb",
-                     "05_closed_loop.ipynb", "06_visual_taxis.ipynb"]
+                     "05_closed_loop.ipynb", "06_visual_taxis.ipynb", "07_odor_taxis.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)

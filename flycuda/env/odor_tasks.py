@@ -1,0 +1,177 @@
+"""The odor tasks of :mod:`flycuda.env` (issue 41): FlyGym 1.x's odor taxis for every world.
+
+Its sources are bodies on two slide joints (x, y) at a fixed height, so that their places are
+part of qpos: the reset writes them with each world's initial state (one of K arrangements, plus
+noise), the renderer and videos draw them as markers, and the env's :class:`flycuda.env.smell.Smell`
+reads them with the fly's four sensors into the ``odor`` observations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import torch
+
+from ..errors import EnvError
+from ..sim.bodies import add_bodies
+from .smell import add_sensors
+from .tasks import Task, body_length
+
+__all__ = ["OdorTaxis", "ATTRACTIVE_RGBA", "AVERSIVE_RGBA"]
+
+ATTRACTIVE_RGBA = (1.0, 0.55, 0.1, 1.0)
+"""The markers of sources whose first odor dimension is the larger (attractive): orange."""
+AVERSIVE_RGBA = (0.2, 0.45, 1.0, 1.0)
+"""The other sources' markers (aversive): blue."""
+# FlyGym 1.x's simple_odor_taxis (examples/olfaction/simple_odor_taxis.py): the fly at the origin facing
+# +x, sources (mm) and peaks (dimension 0 attractive, 1 aversive), the sources 1.5 mm high.
+FLYGYM1_SOURCES = ((24.0, 0.0), (8.0, -4.0), (16.0, 4.0))
+FLYGYM1_PEAKS = ((1.0, 0.0), (0.0, 1.0), (0.0, 1.0))
+FLYGYM1_HEIGHT = 1.5
+
+
+class OdorTaxis(Task):
+    """Walk to the attractive odor source, past the aversive ones: FlyGym 1.x's simple odor taxis
+    (``examples/olfaction/simple_odor_taxis.py``) in every world.
+
+    The sources are 1.x's (an attractive one 24 mm ahead, aversive ones at (8, -4) and (16, 4)
+    mm, 1.5 mm high; peaks [[1, 0], [0, 1], [0, 1]]: odor dimension 0 attracts, 1 repels), their
+    distances times ``scale`` (default 1/3: 8 mm ahead, what a fly walks in under a second), the
+    whole arrangement turned about the fly's start by a bearing in [-``spread``, ``spread``] rad
+    (one of ``arrangements``, golden-ratio spaced) and each source moved by up to ``jitter`` body
+    lengths of noise at every reset. The odor is 1.x's default field, ``|r| ** -2``
+    (:func:`flycuda.ops.odor_intensity`). Reward per control step::
+
+        r = (v_xy . u_a) / L  -  mean_i (v_xy . u_i) / L
+
+    the closing speed to the attractive source (u_a: the unit vector from the thorax to it in
+    the floor plane) less the mean closing speed to the aversive ones, in body lengths per
+    second. Observations: the fly's pose and velocities and ``odor`` ([2, 4]: each dimension at
+    the palps and antennae). It works with ``action="descending"`` (1.x drove it so) and with
+    joint actions.
+
+    Success measures (``info``, after every step and reset): ``distance`` [W], the thorax's
+    distance to the attractive source in the floor plane (body lengths), and ``reached`` [W]
+    (1.0 within ``reach`` mm · L / 2.5 mm of it: 1.x stopped at 2 mm).
+    """
+
+    name = "odor_taxis"
+    reward_unit = "body lengths/s"
+    observe = ("joints", "joint_vel", "thorax_height", "thorax_quat", "thorax_vel", "odor")
+
+    def __init__(self, *, scale: float = 1 / 3, spread: float = math.pi / 4, arrangements: int = 16,
+                 jitter: float = 0.2, reach: float = 2.0, **kw):
+        super().__init__(**kw)
+        if not (0 < scale < math.inf and 0 <= spread <= math.pi and isinstance(arrangements, int)
+                and arrangements >= 1 and 0 <= jitter < math.inf and 0 < reach < math.inf):
+            raise EnvError(f"odor_taxis needs scale > 0, 0 <= spread <= pi, arrangements >= 1, jitter >= 0 and "
+                           f"reach > 0, got scale={scale}, spread={spread}, arrangements={arrangements}, "
+                           f"jitter={jitter}, reach={reach}")
+        self.scale, self.spread, self.arrangements, self.jitter, self.reach = scale, spread, arrangements, jitter, reach
+        self.odor_peaks = [list(p) for p in FLYGYM1_PEAKS]
+
+    # -- the model ---------------------------------------------------------------------------
+    def bodies(self, length: float) -> list[dict]:
+        u, out = length / 2.5, []  # NeuroMechFly's mm, scaled to the model's body length
+        for i, peak in enumerate(self.odor_peaks):
+            rgba = ATTRACTIVE_RGBA if peak[0] > peak[1] else AVERSIVE_RGBA
+            out.append({"name": f"odor_source_{i}", "pos": [0.0, 0.0, FLYGYM1_HEIGHT * u],
+                        "joints": [{"name": f"odor_source_{i}_{c}", "type": "slide", "axis": axis, "damping": 1.0}
+                                   for c, axis in (("x", [1.0, 0.0, 0.0]), ("y", [0.0, 1.0, 0.0]))],
+                        "geoms": [{"name": f"odor_source_{i}", "type": "sphere", "size": [0.3 * u, 0.0, 0.0],
+                                   "rgba": list(rgba), "contype": 0, "conaffinity": 0, "group": 0, "mass": 1.0}]})
+        return out
+
+    def decorate(self, spec, length: float) -> None:
+        add_bodies(spec, self.bodies(length))
+        add_sensors(spec, length)
+
+    def odor(self, env) -> dict:
+        """What :class:`flycuda.env.smell.Smell` reads: the sources' (x, y) qpos addresses, their
+        heights and peaks, the field."""
+        u = body_length(env.model_unit) / 2.5
+        return dict(source_adrs=self._adrs(env), heights=[FLYGYM1_HEIGHT * u] * len(self.odor_peaks),
+                    peaks=self.odor_peaks, field="power", exponent=2.0)
+
+    def _adrs(self, env) -> list[tuple[int, int]]:
+        mjm, out = env.sim.mjm, []
+        for i in range(len(self.odor_peaks)):
+            ids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, f"odor_source_{i}_{c}") for c in "xy"]
+            if min(ids) < 0:
+                raise EnvError("the odor_taxis task's sources are missing from the model: build the worlds with "
+                               "flycuda.env.make (it adds them), or decorate the MjSpec with OdorTaxis.decorate")
+            out.append((int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])))
+        return out
+
+    # -- the start of an episode ---------------------------------------------------------------
+    def init_frames(self, env) -> torch.Tensor:
+        K = self.arrangements
+        if env.motion is None:
+            return torch.zeros(K, dtype=torch.float64)
+        return torch.floor(torch.arange(K, dtype=torch.float64) * (env.motion.num_frames / K))
+
+    def bearings(self, K: int) -> torch.Tensor:
+        """The K arrangements' turns (rad) in [-spread, spread], golden-ratio spaced."""
+        return self.spread * (2 * torch.frac(torch.arange(K, dtype=torch.float64) * 0.6180339887498949 + 0.5) - 1)
+
+    def initial_states(self, env, frames):
+        qpos, qvel = super().initial_states(env, frames)
+        return self._place(env, qpos), qvel
+
+    def settled(self, env, frames, qpos, qvel):
+        return self._place(env, qpos), qvel  # around where the fly settled
+
+    def _place(self, env, qpos: torch.Tensor) -> torch.Tensor:
+        """1.x's sources around each state's thorax, scaled, turned by its arrangement's bearing
+        plus the fly's own heading."""
+        u, root = body_length(env.model_unit) / 2.5 * self.scale, env.layout.root_adr
+        q = qpos[:, root + 3:root + 7].double()
+        yaw = torch.atan2(2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2] ** 2 + q[:, 3] ** 2))
+        turn = self.bearings(qpos.shape[0]) + yaw
+        c, s = torch.cos(turn), torch.sin(turn)
+        for (ax, ay), (x, y) in zip(self._adrs(env), FLYGYM1_SOURCES):
+            qpos[:, ax] = (qpos[:, root].double() + u * (c * x - s * y)).float()
+            qpos[:, ay] = (qpos[:, root + 1].double() + u * (s * x + c * y)).float()
+        return qpos
+
+    def noise_scales(self, env):
+        qn, vn = super().noise_scales(env)
+        for xy in self._adrs(env):
+            qn[list(xy)] = self.jitter * body_length(env.model_unit)
+        return qn, vn
+
+    # -- the reward ----------------------------------------------------------------------------
+    def setup(self, env) -> None:
+        q, v, lay, W, dev = env.sim.view("qpos"), env.sim.view("qvel"), env.layout, env.num_envs, env.device
+        self.L = body_length(env.model_unit)
+        adrs = torch.tensor(self._adrs(env), dtype=torch.int64, device=dev)  # [n, 2]
+        self._src = adrs.view(-1)
+        self._xy = torch.empty(W, adrs.numel(), device=dev)
+        self._d = torch.empty(W, adrs.shape[0], 2, device=dev)
+        self._n, self._close = (torch.empty(W, adrs.shape[0], device=dev) for _ in range(2))
+        self._away, self._hit = torch.empty(W, device=dev), torch.empty(W, dtype=torch.bool, device=dev)
+        self._fly = q[:, lay.root_adr:lay.root_adr + 2]
+        self._v = v[:, lay.root_dof:lay.root_dof + 2]
+        self.distance, self.reached = (torch.zeros(W, device=dev) for _ in range(2))
+        self._reach = self.reach * self.L / 2.5
+
+    def measure(self, env) -> None:
+        torch.index_select(env.sim.view("qpos"), 1, self._src, out=self._xy)
+        torch.sub(self._xy.view_as(self._d), self._fly.unsqueeze(1), out=self._d)  # fly -> sources
+        torch.linalg.vector_norm(self._d, dim=2, out=self._n)
+        self._n.clamp_(min=1e-12)
+        torch.mul(self._n[:, 0], 1.0 / self.L, out=self.distance)
+        torch.lt(self._n[:, 0], self._reach, out=self._hit)
+        self.reached.copy_(self._hit)
+
+    def info(self) -> dict:
+        return {"distance": self.distance, "reached": self.reached}
+
+    def reward(self, env) -> None:
+        # closing speeds (v . d / |d|) / L to every source, from this step's measure
+        torch.mul(self._d, self._v.unsqueeze(1), out=self._d)
+        torch.sum(self._d, 2, out=self._close)
+        self._close.div_(self._n).mul_(1.0 / self.L)
+        torch.mean(self._close[:, 1:], 1, out=self._away)
+        env.rewards.copy_(self._close[:, 0]).sub_(self._away)
