@@ -1,7 +1,7 @@
 """Odor at the sensors for W worlds: flycuda.ops.odor_intensity (one call for every world) against
 FlyGym 1.x's NumPy ``get_olfaction`` called once per fly (flycuda.reference.odor.flygym1_olfaction,
 its transcription: what a 1.x user runs each step), interleaved round by round in one run, on the
-same sources, peaks and sensors. On CUDA it adds the op alone captured in a graph and replayed
+same sources, peaks and sensors; and flycuda.ops.odor_plume on a grid the size of 1.x's plume. On CUDA it adds the op alone captured in a graph and replayed
 (CUDA events), for both fields, and beside it a physics step of the built-in hexapod at the same
 number of worlds (MuJoCo Warp, eager, CUDA events over many steps) for the op's share of a step.
 
@@ -69,6 +69,22 @@ def cpu_rows(W: int, n: int, k: int, steps: int, repeats: int) -> list[list]:
             [W, n, k, "advection_diffusion", "flycuda.ops.odor_intensity", f"{us['advection_diffusion']:.1f}", ""]]
 
 
+def plume_row(W: int, device: str, steps: int, repeats: int, share=None) -> list:
+    """The plume op on FlyGym 1.x's plume grid size (480 x 320 cells of 0.5 mm, 60 frames at
+    20 fps: its plume_short.hdf5) at W worlds x 4 sensors: time per call (a graph on CUDA) and
+    the grid's bytes, held once."""
+    g = torch.Generator().manual_seed(1)
+    grid = torch.rand(60, 480, 320, generator=g).to(device)
+    sensors = (torch.rand(W, SENSORS, 3, generator=g) * 200 + 20).to(device)
+    time = (torch.rand(W, generator=g) * 3).to(device)
+    out = torch.empty(W, SENSORS, device=device)
+    us = time_steps(lambda: ops.odor_plume(grid, sensors, time, out, origin=[0.0, 0.0], spacing=[0.5, 0.5], fps=20.0),
+                    steps, device, repeats)
+    mib = grid.numel() * 4 / 2**20
+    label = "flycuda.ops.odor_plume" + (", graph replay" if device.startswith("cuda") else "")
+    return [W, "-", 1, f"plume [60, 480, 320] ({mib:.0f} MiB once)", label, f"{us:.2f}", share(us) if share else ""]
+
+
 def physics_us(W: int, steps: int = 50) -> float | None:
     """A physics step of the built-in hexapod at W worlds on CUDA (eager, CUDA events), or None
     without MuJoCo Warp."""
@@ -101,6 +117,8 @@ def gpu_rows(W: int, n: int, k: int, steps: int, repeats: int) -> list[list]:
                                                    wind=wind), steps, "cuda", repeats)
         share = f"{100 * us / physics:.2f}% of {physics:.0f} us" if physics else "-"
         rows.append([W, n, k, field, "flycuda.ops.odor_intensity, graph replay", f"{us:.2f}", share])
+    rows.append(plume_row(W, "cuda", steps, repeats,
+                          (lambda us: f"{100 * us / physics:.2f}% of {physics:.0f} us") if physics else None))
     return rows
 
 
@@ -121,6 +139,7 @@ def main(argv=None) -> None:
     if a.device == "cpu":
         for W in tqdm(a.worlds, desc="bench_odor", leave=False):
             rows += cpu_rows(W, a.sources, a.dims, a.steps, a.repeats)
+            rows.append(plume_row(W, "cpu", a.steps, a.repeats))
     else:
         for W in a.gpu_worlds:
             rows += gpu_rows(W, a.sources, a.dims, a.steps, a.repeats)

@@ -110,6 +110,13 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "odor_intensity(Tensor sources, Tensor peaks, Tensor sensors, Tensor(a!) out, str field, float exponent, "
       "Tensor? wind, float diffusivity, float decay) -> ()");
+  // A replayed odor plume at every world's sensors (csrc/kernels/odor_plume.cuh): out[w, s] = the
+  // grid [T, X, Y(, Z)] (node i at origin + i * spacing, frame t at t / fps) read at sensors[w, s]
+  // bilinearly (trilinearly) and at time[w] linearly, in float64; NaN outside the grid; the
+  // time clamped to the recording or looped (time_mode).
+  m.def(
+      "odor_plume(Tensor plume, Tensor sensors, Tensor time, Tensor(a!) out, float[] origin, float[] spacing, "
+      "float fps, str time_mode) -> ()");
   // Ray-cast every selected world's cameras into RGB tiles (or a mosaic), planar
   // depth and geom-id segmentation: scene = flycuda.ops.scene_layout.Scene.FIELDS in order,
   // pixels = pixel ids to cast (empty: all); see csrc/kernels/render_tiles.cuh.

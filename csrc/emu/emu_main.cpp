@@ -16,6 +16,7 @@
 #include "kernels/hybrid_step.cuh"
 #include "kernels/hybrid_senses.cuh"
 #include "kernels/odor_intensity.cuh"
+#include "kernels/odor_plume.cuh"
 #include "kernels/rule_step.cuh"
 #include "kernels/motion_to_ctrl.cuh"
 #include "kernels/pool_ommatidia.cuh"
@@ -417,6 +418,24 @@ void run_odor_intensity(Case& c) {
   c.save("out");
 }
 
+// As csrc/cuda/odor_plume.cu: the grid contiguous, the sensors, times and out strided (base
+// buffer, offset, strides); origin/spacing per axis as origin0.. and spacing0...
+void run_odor_plume(Case& c) {
+  k::PlumePlan p;
+  p.W = c.i64("W"), p.s = c.i64("s"), p.T = c.i64("T"), p.dims = static_cast<int>(c.i64("dims"));
+  for (int d = 0; d < p.dims; ++d) {
+    p.n[d] = c.i64("n" + std::to_string(d));
+    p.origin[d] = c.f64("origin" + std::to_string(d)), p.spacing[d] = c.f64("spacing" + std::to_string(d));
+  }
+  for (int d = 0; d <= p.dims; ++d) p.stride[d] = c.i64("plume_s" + std::to_string(d));
+  p.fps = c.f64("fps"), p.time_mode = static_cast<int>(c.i64("time_mode"));
+  p.sen_s0 = c.i64("sensors_s0"), p.sen_s1 = c.i64("sensors_s1"), p.sen_s2 = c.i64("sensors_s2");
+  p.time_s0 = c.i64("time_s0"), p.out_s0 = c.i64("out_s0"), p.out_s1 = c.i64("out_s1");
+  const auto at = [&](const char* name) { return c.arr(name).data<float>() + c.i64(std::string(name) + "_offset"); };
+  k::launch_odor_plume(kLaunch, at("plume"), at("sensors"), at("time"), at("out"), p);
+  c.save("out");
+}
+
 // A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
 // after FLYCUDA_EMU_TIMEOUT seconds (default 300) the program says so and exits.
 void on_alarm(int) {
@@ -443,6 +462,7 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"rule_step", run_rule_step},
       {"hybrid_senses", run_hybrid_senses},
       {"odor_intensity", run_odor_intensity},
+      {"odor_plume", run_odor_plume},
       {"render_tiles", run_render_tiles},
   };
   return table;

@@ -64,6 +64,11 @@ ODOR_THREADS = 128             # kOdorThreads: output elements (w, k, s) per blo
 ODOR_FIELDS = ("power", "advection_diffusion")  # kOdorPower, kOdorAdvectionDiffusion
 """The fields :func:`flycuda.ops.odor_intensity` evaluates, in the kernel's order."""
 
+# csrc/kernels/odor_plume.cuh (a replayed odor plume at the sensors)
+PLUME_THREADS = 128            # kPlumeThreads: (world, sensor) pairs per block
+PLUME_TIME_MODES = ("clamp", "loop")  # kPlumeClamp, kPlumeLoop
+"""How :func:`flycuda.ops.odor_plume` maps a time outside the recording into it, in the kernel's order."""
+
 INT32_MAX = 2 ** 31 - 1
 
 

@@ -2,7 +2,8 @@
 
 * :func:`odor_intensity`: FlyGym 1.x's ``OdorArena.get_olfaction`` for every world at once,
   with its inverse power law, or the advection–diffusion plume with wind of the 2026 course;
-* :data:`ODOR_FIELDS`: the fields it evaluates.
+* :data:`ODOR_FIELDS`: the fields it evaluates;
+* :func:`odor_plume`: a replayed plume, a concentration grid over time, read at the sensors.
 
 :func:`flycuda.reference.odor.odor_intensity` is its float64 torch reference, held equal to the
 NumPy transcription of FlyGym 1.x (:func:`flycuda.reference.odor.flygym1_olfaction`).
@@ -15,9 +16,9 @@ import math
 import torch
 
 from .checks import check_option, check_same_device
-from .launch_plan import ODOR_FIELDS
+from .launch_plan import ODOR_FIELDS, PLUME_TIME_MODES
 
-__all__ = ["odor_intensity", "ODOR_FIELDS"]
+__all__ = ["odor_intensity", "odor_plume", "ODOR_FIELDS", "PLUME_TIME_MODES"]
 
 
 def odor_intensity(sources: torch.Tensor, peaks: torch.Tensor, sensors: torch.Tensor, out: torch.Tensor, *,
@@ -100,4 +101,68 @@ def _odor_intensity_fake(sources, peaks, sensors, out, field, exponent, wind, di
     torch._check(wind is None or tuple(wind.shape) == (W, 2),
                  lambda: f"flycuda.odor_intensity: argument 'wind' must have shape [W, 2], got {tuple(wind.shape)}")
     check_same_device("odor_intensity", "out", out, sources=sources, peaks=peaks, sensors=sensors, wind=wind)
+    return None
+
+
+def odor_plume(plume: torch.Tensor, sensors: torch.Tensor, time: torch.Tensor, out: torch.Tensor, *,
+               origin, spacing, fps: float, time_mode: str = "clamp") -> None:
+    """A replayed odor plume at every world's sensors, in place::
+
+        out[w, s] = float32( lerp_t( P(t0), P(t1) ) )    at frame time[w] * fps
+
+    where P(t) reads frame t of the grid at the sensor: bilinearly in x, y for a [T, X, Y] plume
+    (the floor plane, as FlyGym 1.x's plume arena), trilinearly for [T, X, Y, Z]; nested lerps in
+    float64 (x, then y, then z, then time). Node (i, j[, l]) lies at ``origin + (i, j[, l]) *
+    spacing``. A sensor outside the grid reads NaN (1.x's arena: NaN outside, nearest cell inside).
+    The grid is one tensor for every world: hold it once on the device (T x X x Y[ x Z] x 4 bytes).
+
+    Args:
+        plume: float32 [T, X, Y] or [T, X, Y, Z], contiguous, not empty.
+        sensors: float32 [W, s, 3], any strides (e.g. MuJoCo Warp's ``site_xpos`` columns).
+        time: float32 [W], any stride: each world's time in seconds (``Sim.view("time")``).
+        out: float32 [W, s], written in place; any strides, no overlapping memory, not sharing
+            memory with an input.
+        origin, spacing: the grid's node (0, 0[, 0]) and its step along each spatial axis (2 or 3
+            values each, the model's length unit; spacing > 0).
+        fps: the recording's frames per second (> 0).
+        time_mode: one of :data:`PLUME_TIME_MODES`: a time past the recording holds its last
+            frame ("clamp", and before it the first) or wraps around ("loop").
+
+    Runs on the device with no host synchronization (capturable in a CUDA graph).
+
+    Raises:
+        RuntimeError: a wrong dtype, rank, shape, device, contiguity or aliasing (naming the
+            argument); ``out`` is left untouched.
+        ValueError: origin or spacing of the wrong length or not finite, a spacing or fps <= 0, an
+            unknown time_mode.
+    """
+    origin, spacing = [float(v) for v in origin], [float(v) for v in spacing]
+    if plume.dim() in (3, 4):  # else the op's shape check speaks first
+        dims = plume.dim() - 1
+        check_option("odor_plume", "origin", len(origin) == dims and all(map(math.isfinite, origin)),
+                     f"{dims} finite values (the grid's spatial axes)", origin)
+        check_option("odor_plume", "spacing", len(spacing) == dims and all(math.isfinite(v) and v > 0
+                                                                           for v in spacing),
+                     f"{dims} finite values > 0", spacing)
+    check_option("odor_plume", "fps", math.isfinite(fps) and fps > 0, "finite and > 0", fps)
+    check_option("odor_plume", "time_mode", time_mode in PLUME_TIME_MODES, " or ".join(map(repr, PLUME_TIME_MODES)),
+                 repr(time_mode))
+    torch.ops.flycuda.odor_plume.default(plume, sensors, time, out, origin, spacing, float(fps), time_mode)
+
+
+@torch.library.register_fake("flycuda::odor_plume")
+def _odor_plume_fake(plume, sensors, time, out, origin, spacing, fps, time_mode):
+    torch._check(out.dim() == 2 and out.dtype == torch.float32,
+                 lambda: f"flycuda.odor_plume: argument 'out' must be float32 [W, s], got {out.dtype} {tuple(out.shape)}")
+    W, s = out.shape
+    torch._check(plume.dim() in (3, 4) and plume.dtype == torch.float32,
+                 lambda: f"flycuda.odor_plume: argument 'plume' must be a float32 [T, X, Y] or [T, X, Y, Z] grid, "
+                         f"got {plume.dtype} {tuple(plume.shape)}")
+    torch._check(tuple(sensors.shape) == (W, s, 3) and sensors.dtype == torch.float32,
+                 lambda: f"flycuda.odor_plume: argument 'sensors' must be float32 [W, s, 3] = {[W, s, 3]}, got "
+                         f"{sensors.dtype} {tuple(sensors.shape)}")
+    torch._check(tuple(time.shape) == (W,) and time.dtype == torch.float32,
+                 lambda: f"flycuda.odor_plume: argument 'time' must be float32 [W], got {time.dtype} {tuple(time.shape)}")
+    torch._check(W * s < 2 ** 31, lambda: f"flycuda.odor_plume: W * s = {W * s} must be < 2^31")
+    check_same_device("odor_plume", "out", out, plume=plume, sensors=sensors, time=time)
     return None

@@ -8,14 +8,16 @@ store, and reading a recording back.
 * :mod:`.reader`: :class:`Recording` (reads a store lazily) and :class:`Target`
   (where a replay's recording goes);
 * :mod:`.sink`: the one way a store is opened and closed (a replay's, a LoopRecorder's);
-* :mod:`.loop_recorder`: :class:`LoopRecorder`, the same for a loop of one's own (a controller, a CPG).
+* :mod:`.loop_recorder`: :class:`LoopRecorder`, the same for a loop of one's own (a controller, a CPG);
+* :mod:`.plume`: odor plumes on disk (:class:`Plume`, :func:`save_plume`, :func:`load_plume`).
 """
 
 from ..errors import ObservableError, RecordingError, StoreError
 from .loop_recorder import LoopRecorder
 from .observables import Observable, parse, resolve
+from .plume import Plume, load_plume, save_plume
 from .reader import Recording, Target, parse_worlds
 from .recorder import Recorder
 
 __all__ = ["Recording", "Target", "Recorder", "LoopRecorder", "Observable", "parse", "resolve", "parse_worlds", "RecordingError",
-           "ObservableError", "StoreError"]
+           "ObservableError", "StoreError", "Plume", "save_plume", "load_plume"]

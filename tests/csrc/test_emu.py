@@ -74,6 +74,7 @@ from helpers.cases import (
     hybrid_state,
     make_m2c_case,
     odor_args,
+    plume_args,
     senses_args,
 )
 from helpers.devices import poison_like, strided_view
@@ -1169,6 +1170,44 @@ def test_odor_intensity(sanitizer):
         assert got.contiguous().numpy().tobytes() == want.contiguous().numpy().tobytes(), i
 
 
+def _plume_case(a: dict) -> emu.Case:
+    W, s = a["out"].shape
+    g = a["plume"]
+    dims = g.dim() - 1
+    case = emu.Case("odor_plume", W=W, s=s, T=g.shape[0], dims=dims, fps=float(a["fps"]),
+                    time_mode=launch_plan.PLUME_TIME_MODES.index(a["time_mode"]))
+    for d in range(dims):
+        case.scalars.update({f"n{d}": g.shape[1 + d], f"origin{d}": float(a["origin"][d]),
+                             f"spacing{d}": float(a["spacing"][d])})
+    for name in ("plume", "sensors", "time", "out"):
+        case.strided(name, a[name], name)
+    return case
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_odor_plume(sanitizer):
+    """A replayed plume on the emulated grid: bit for bit the CPU op for 2-D and 3-D grids, both
+    time modes, strided inputs, partial blocks (37 x 4 and 300 x 3 pairs), sensors outside the
+    grid and a non-finite time (NaN), one-node axes and one frame."""
+    args = [plume_args(37, 4, 2, layout="strided", seed=1, time_mode="loop"),
+            plume_args(300, 3, 3, seed=2, time_mode="clamp"),
+            plume_args(5, 4, 3, T=1, shape=(1, 4, 2), seed=3, time_mode="loop"),
+            plume_args(4, 2, 2, T=2, shape=(2, 1), seed=4)]
+    args[0]["time"][3] = float("inf")
+    expected = []
+    for a in args:
+        cpu = clone_args(a)
+        flycuda.ops.odor_plume(**cpu)
+        expected.append(cpu["out"])
+    assert expected[0][3].isnan().all() and expected[1].isnan().any() and not expected[1].isnan().all()
+    cases = [_plume_case(clone_args(a)) for a in args]
+    emu.run(cases, sanitizer)
+    for i, (case, want) in enumerate(zip(cases, expected)):
+        base, offset, strides = emu.base_of(want)
+        got = torch.as_strided(torch.as_tensor(case.out["out"]), want.shape, strides, offset)
+        assert got.contiguous().numpy().tobytes() == want.contiguous().numpy().tobytes(), i
+
+
 # Lines that no valid input reaches (kept as defensive code).
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
@@ -1181,7 +1220,7 @@ def test_cases_execute_every_kernel_line():
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
                  "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh", "kernels/rule_step.cuh",
-                 "kernels/hybrid_senses.cuh", "kernels/odor_intensity.cuh",
+                 "kernels/hybrid_senses.cuh", "kernels/odor_intensity.cuh", "kernels/odor_plume.cuh",
                  "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"

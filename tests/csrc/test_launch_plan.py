@@ -16,6 +16,7 @@ import flycuda
 from flycuda import ops
 from flycuda.ops import launch_plan
 from flycuda.reference import odor as odor_reference
+from flycuda.reference import plume as plume_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNELS = os.path.join(ROOT, "csrc", "kernels")
@@ -87,7 +88,7 @@ RENAMED = {("motion_to_ctrl", "frame_mode"): "mode", ("spline_to_ctrl", "frame_m
 
 @pytest.mark.parametrize("name", ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk",
                                   "pool_ommatidia", "hybrid_step", "rule_step", "hybrid_senses",
-                                  "odor_intensity"])
+                                  "odor_intensity", "odor_plume"])
 def test_schema_names_are_the_wrappers(name):
     schema = [RENAMED.get((name, a), a) for a in _schema_args(getattr(torch.ops.flycuda, name))]
     wrapper = list(inspect.signature(getattr(ops, name)).parameters)
@@ -163,6 +164,13 @@ def test_odor_intensity_constants_equal_the_header():
     assert c["kOdorThreads"] == launch_plan.ODOR_THREADS
     assert [c["kOdorPower"], c["kOdorAdvectionDiffusion"]] == list(range(len(launch_plan.ODOR_FIELDS)))
     assert launch_plan.ODOR_FIELDS == odor_reference.FIELDS == ("power", "advection_diffusion")
+
+
+def test_odor_plume_constants_equal_the_header():
+    c = _constants(os.path.join(KERNELS, "odor_plume.cuh"))
+    assert c["kPlumeThreads"] == launch_plan.PLUME_THREADS
+    assert [c["kPlumeClamp"], c["kPlumeLoop"]] == list(range(len(launch_plan.PLUME_TIME_MODES)))
+    assert launch_plan.PLUME_TIME_MODES == plume_reference.TIME_MODES == ("clamp", "loop")
 
 
 @pytest.mark.parametrize("S,E,O", [(0, 2, 721), (1, 2, 721), (1000, 2, 721), (8192, 2, 721), (1, 1, 1)])

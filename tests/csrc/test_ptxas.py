@@ -63,6 +63,7 @@ KERNELS += [("rule_step", f"flycuda::kernels::rule_step_kernel<{index}>") for in
 KERNELS += [("hybrid_senses", f"flycuda::kernels::senses_bodies_kernel<{index}>") for index in ("int32_t", "int64_t")]
 KERNELS += [("hybrid_senses", "flycuda::kernels::senses_contacts_kernel")]
 KERNELS += [("odor_intensity", "flycuda::kernels::odor_intensity_kernel")]
+KERNELS += [("odor_plume", "flycuda::kernels::odor_plume_kernel")]
 BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia", "episode",
             "hybrid_senses"}
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
@@ -79,6 +80,8 @@ RULE_BUDGET = (64, 64)
 # Odor at the sensors, one thread per (world, odor dimension, sensor): float64 pow, or exp, log and
 # Cephes' k0e, whose Chebyshev coefficients unroll into immediates (measured 54 registers, no stack,
 # with nvcc 13.0 for sm_90): a stack frame here would mean the coefficient arrays went to local memory.
+# The plume, one thread per (world, sensor): its per-axis nodes and weights in registers through a
+# fixed trip count (measured 54 registers, no stack; a runtime-bounded loop put them on a 72 B stack).
 ODOR_BUDGET = (64, 0)
 # Static shared memory (bytes) at most; every other kernel: none.
 SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632, "refit_top_kernel": 13824}
@@ -87,7 +90,7 @@ SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632
 def probe_source() -> str:
     lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/episode.cuh"', '#include "kernels/hybrid_step.cuh"',
              '#include "kernels/rule_step.cuh"', '#include "kernels/hybrid_senses.cuh"',
-             '#include "kernels/odor_intensity.cuh"',
+             '#include "kernels/odor_intensity.cuh"', '#include "kernels/odor_plume.cuh"',
              '#include "kernels/motion_to_ctrl.cuh"',
              '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record.cuh"',
              '#include "kernels/render_tiles.cuh"', "",
@@ -164,7 +167,7 @@ def _budget(r: dict) -> tuple[int, int] | None:
         return HYBRID_BUDGET
     if r["family"] == "rule_step":
         return RULE_BUDGET
-    if r["family"] == "odor_intensity":
+    if r["family"] in ("odor_intensity", "odor_plume"):
         return ODOR_BUDGET
     for kernel, budget in RENDER_BUDGETS.items():
         if f"::{kernel}(" in r["name"] or r["name"].endswith(kernel):
@@ -194,6 +197,8 @@ def _family(name: str) -> str:
         return "hybrid_senses"
     if "odor_intensity_kernel" in name:
         return "odor_intensity"
+    if "odor_plume_kernel" in name:
+        return "odor_plume"
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
     for fam in ("record_kernel", "advance_step", "pool_ommatidia", "render_tiles", "refit_top"):

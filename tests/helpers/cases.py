@@ -311,3 +311,29 @@ def odor_args(W: int, n: int, k: int, s: int, field: str = "power", layout: str 
         sources = sources[:1].expand(W, n, 3)
     return dict(sources=sources, peaks=peaks, sensors=sensors, out=out, field=field, exponent=exponent, wind=wind,
                 diffusivity=20000.0, decay=500.0)
+
+
+def plume_args(W: int, s: int, dims: int = 2, T: int = 7, shape=(9, 6, 4), layout: str = "contiguous", seed: int = 0,
+               time_mode: str = "clamp") -> dict:
+    """odor_plume's arguments (flycuda.ops.odor_plume's names), out poisoned with NaN: a random grid
+    [T, X, Y(, Z)], sensors spread a little past the grid on every side (some outside: NaN), times
+    from before the recording to past its end. "strided": the sensors a column subset of a site
+    table, out transposed in memory, time a column of [W, 2]."""
+    g = torch.Generator().manual_seed(seed)
+    grid = torch.rand(T, *shape[:dims], generator=g) * 10
+    origin = [(-1.5, 0.5, -0.25)[d] for d in range(dims)]
+    spacing = [(0.5, 0.25, 0.4)[d] for d in range(dims)]
+    span = torch.tensor([[origin[d] - 0.4 * spacing[d], origin[d] + spacing[d] * (n - 0.6)]  # half a cell past
+                         for d, n in enumerate(shape[:dims])] + [[0.0, 1.0]] * (3 - dims))
+    sensors = span[:, 0] + torch.rand(W, s, 3, generator=g) * (span[:, 1] - span[:, 0])
+    fps = 20.0
+    time = (torch.rand(W, generator=g) * 1.4 - 0.2) * (T - 1) / fps
+    out = torch.full((W, s), float("nan"))
+    if layout == "strided":
+        sites = torch.rand(W, 2 * s + 1, 3, generator=g)
+        sites[:, 1::2] = sensors
+        sensors = sites[:, 1::2]
+        out = out.t().contiguous().t()
+        time = torch.stack([time, torch.rand(W, generator=g)], 1)[:, 0]
+    return dict(plume=grid, sensors=sensors, time=time, out=out, origin=origin, spacing=spacing, fps=fps,
+                time_mode=time_mode)
