@@ -32,11 +32,11 @@ from ..sim.mjwarp import Sim
 from ..worlds import NAMED_MODELS, is_flygym_model, resolve
 from .core import JITTER_STATES, FlyVecEnv, decimation_of
 from .layout import GROUPS
-from .odor_tasks import OdorTaxis
+from .odor_tasks import OdorObstacles, OdorTaxis
 from .settle import SETTLE_SECONDS
 from .tasks import Approach, Imitate, Task, Walk, body_length
 
-__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "OdorTaxis", "GROUPS",
+__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "OdorTaxis", "OdorObstacles", "GROUPS",
            "ACTIONS", "TERRAINS", "JITTER_STATES", "TERRAIN_JITTER"]
 
 ACTIONS = ("joints", "descending")
@@ -44,9 +44,9 @@ ACTIONS = ("joints", "descending")
 or two descending drives per world into FlyGym's hybrid turning controller."""
 TERRAIN_JITTER = 0.65
 """mm: the default ``spawn_jitter`` on a terrain (half of a 1.3 mm block)."""
-TASKS = {t.name: t for t in (Imitate, Walk, Approach, OdorTaxis)}
-"""The tasks by name ("imitate", "walk", "approach", "odor_taxis"): what ``make`` and
-``flycuda/<task>-v0`` accept."""
+TASKS = {t.name: t for t in (Imitate, Walk, Approach, OdorTaxis, OdorObstacles)}
+"""The tasks by name ("imitate", "walk", "approach", "odor_taxis", "odor_obstacles"): what ``make``
+and ``flycuda/<task>-v0`` accept."""
 
 
 def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=None, control_dt: float | None = None,
@@ -57,7 +57,8 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     """A batched environment of ``worlds`` flies doing ``task``.
 
     Args:
-        task: a task's name (:data:`TASKS`: "imitate", "walk", "approach", "odor_taxis") or a :class:`Task`.
+        task: a task's name (:data:`TASKS`: "imitate", "walk", "approach", "odor_taxis",
+            "odor_obstacles") or a :class:`Task`.
         worlds: how many worlds (ignored when ``sim`` is given: its worlds).
         model: "hexapod" (built in), "neuromechfly" or "neuromechfly-capsules" (FlyGym); with
             ``sim``, the model that sim holds (NeuroMechFly: cubic targets, mm).

@@ -18,7 +18,7 @@ from ..sim.bodies import add_bodies
 from .smell import add_sensors
 from .tasks import Task, body_length
 
-__all__ = ["OdorTaxis", "ATTRACTIVE_RGBA", "AVERSIVE_RGBA"]
+__all__ = ["OdorTaxis", "OdorObstacles", "ATTRACTIVE_RGBA", "AVERSIVE_RGBA"]
 
 ATTRACTIVE_RGBA = (1.0, 0.55, 0.1, 1.0)
 """The markers of sources whose first odor dimension is the larger (attractive): orange."""
@@ -75,7 +75,7 @@ class OdorTaxis(Task):
     def bodies(self, length: float) -> list[dict]:
         u, out = length / 2.5, []  # NeuroMechFly's mm, scaled to the model's body length
         for i, peak in enumerate(self.odor_peaks):
-            rgba = ATTRACTIVE_RGBA if peak[0] > peak[1] else AVERSIVE_RGBA
+            rgba = ATTRACTIVE_RGBA if peak[0] > max(peak[1:], default=0.0) else AVERSIVE_RGBA
             out.append({"name": f"odor_source_{i}", "pos": [0.0, 0.0, FLYGYM1_HEIGHT * u],
                         "joints": [{"name": f"odor_source_{i}_{c}", "type": "slide", "axis": axis, "damping": 1.0}
                                    for c, axis in (("x", [1.0, 0.0, 0.0]), ("y", [0.0, 1.0, 0.0]))],
@@ -130,14 +130,21 @@ class OdorTaxis(Task):
         yaw = torch.atan2(2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2] ** 2 + q[:, 3] ** 2))
         turn = self.bearings(qpos.shape[0]) + yaw
         c, s = torch.cos(turn), torch.sin(turn)
-        for (ax, ay), (x, y) in zip(self._adrs(env), FLYGYM1_SOURCES):
+        for (ax, ay), (x, y) in zip(self._placed_adrs(env), self.placed_xy()):
             qpos[:, ax] = (qpos[:, root].double() + u * (c * x - s * y)).float()
             qpos[:, ay] = (qpos[:, root + 1].double() + u * (s * x + c * y)).float()
         return qpos
 
+    def placed_xy(self) -> tuple:
+        """(x, y) mm, at scale 1 with the fly facing +x, of every object the reset places: the sources."""
+        return FLYGYM1_SOURCES
+
+    def _placed_adrs(self, env) -> list[tuple[int, int]]:
+        return self._adrs(env)
+
     def noise_scales(self, env):
         qn, vn = super().noise_scales(env)
-        for xy in self._adrs(env):
+        for xy in self._placed_adrs(env):
             qn[list(xy)] = self.jitter * body_length(env.model_unit)
         return qn, vn
 
@@ -175,3 +182,86 @@ class OdorTaxis(Task):
         self._close.div_(self._n).mul_(1.0 / self.L)
         torch.mean(self._close[:, 1:], 1, out=self._away)
         env.rewards.copy_(self._close[:, 0]).sub_(self._away)
+
+
+class OdorObstacles(OdorTaxis):
+    """Walk to an odor source past dark pillars: NeuroMechFly v2's odor taxis with visual obstacles
+    (Fig. 5), in every world.
+
+    One attractive source 24 mm ahead and two dark pillars (radius ``pillar_radius`` body lengths,
+    3 high) on the way, at (10, 1.5) and (17, -1.5) mm: distances times ``scale``, the arrangement
+    turned per world as in :class:`OdorTaxis` and each object jittered at reset. The straight line to
+    the source passes through a pillar, so a fly must see it (``vision=``) and smell past it. The
+    pillars do not collide: a fly whose thorax comes within a pillar's radius plus 0.2 body lengths
+    has hit it. Reward per control step::
+
+        r = (v_xy . u_a) / L  -  c_hit * hit
+
+    the closing speed to the source (body lengths per second) less ``c_hit`` (default 1) while the
+    fly is in a pillar. Observations: :class:`OdorTaxis`' (the ``odor`` group is [1, 4]) and, with
+    ``vision=``, both eyes. ``info``: ``distance``, ``reached`` (as OdorTaxis) and ``hit`` [W].
+    """
+
+    name = "odor_obstacles"
+    PILLARS = ((10.0, 1.5), (17.0, -1.5))
+
+    def __init__(self, *, pillar_radius: float = 0.4, c_hit: float = 1.0, **kw):
+        super().__init__(**kw)
+        if not (0 < pillar_radius < math.inf and 0 <= c_hit < math.inf):
+            raise EnvError(f"odor_obstacles needs pillar_radius > 0 (body lengths) and c_hit >= 0, got "
+                           f"pillar_radius={pillar_radius}, c_hit={c_hit}")
+        self.pillar_radius, self.c_hit = float(pillar_radius), float(c_hit)
+        self.odor_peaks = [[1.0]]
+
+    def placed_xy(self) -> tuple:
+        return (FLYGYM1_SOURCES[0],) + self.PILLARS
+
+    def bodies(self, length: float) -> list[dict]:
+        r, h = self.pillar_radius * length, 3.0 * length
+        pillars = [{"name": f"obstacle_{i}", "pos": [0.0, 0.0, 0.5 * h],
+                    "joints": [{"name": f"obstacle_{i}_{c}", "type": "slide", "axis": axis, "damping": 1.0}
+                               for c, axis in (("x", [1.0, 0.0, 0.0]), ("y", [0.0, 1.0, 0.0]))],
+                    "geoms": [{"name": f"obstacle_{i}", "type": "cylinder", "size": [r, 0.5 * h, 0.0],
+                               "rgba": [0.1, 0.1, 0.12, 1.0], "contype": 0, "conaffinity": 0, "group": 0,
+                               "mass": 1.0}]} for i in range(len(self.PILLARS))]
+        return super().bodies(length) + pillars
+
+    def _placed_adrs(self, env) -> list[tuple[int, int]]:
+        mjm, out = env.sim.mjm, list(self._adrs(env))
+        for i in range(len(self.PILLARS)):
+            ids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, f"obstacle_{i}_{c}") for c in "xy"]
+            if min(ids) < 0:
+                raise EnvError("the odor_obstacles task's pillars are missing from the model: build the worlds with "
+                               "flycuda.env.make (it adds them)")
+            out.append((int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])))
+        return out
+
+    def setup(self, env) -> None:
+        super().setup(env)
+        W, dev = env.num_envs, env.device
+        pillars = torch.tensor(self._placed_adrs(env)[1:], dtype=torch.int64, device=dev)
+        self._pil = pillars.view(-1)
+        self._pxy = torch.empty(W, pillars.numel(), device=dev)
+        self._pd = torch.empty(W, pillars.shape[0], 2, device=dev)
+        self._pn = torch.empty(W, pillars.shape[0], device=dev)
+        self._pmin = torch.empty(W, device=dev)
+        self.hit = torch.zeros(W, device=dev)
+        self._hit_radius = (self.pillar_radius + 0.2) * self.L
+
+    def measure(self, env) -> None:
+        super().measure(env)
+        torch.index_select(env.sim.view("qpos"), 1, self._pil, out=self._pxy)
+        torch.sub(self._pxy.view_as(self._pd), self._fly.unsqueeze(1), out=self._pd)
+        torch.linalg.vector_norm(self._pd, dim=2, out=self._pn)
+        torch.amin(self._pn, 1, out=self._pmin)
+        torch.lt(self._pmin, self._hit_radius, out=self._hit)
+        self.hit.copy_(self._hit)
+
+    def info(self) -> dict:
+        return {"distance": self.distance, "reached": self.reached, "hit": self.hit}
+
+    def reward(self, env) -> None:
+        torch.mul(self._d, self._v.unsqueeze(1), out=self._d)  # the source's closing speed, as OdorTaxis
+        torch.sum(self._d, 2, out=self._close)
+        self._close.div_(self._n).mul_(1.0 / self.L)
+        env.rewards.copy_(self._close[:, 0]).add_(self.hit, alpha=-self.c_hit)

@@ -419,6 +419,7 @@ def test_cli_approach_with_the_steering_example(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("task,observe", [("imitate", None), ("walk", None), ("approach", None), ("odor_taxis", None),
+                                          ("odor_obstacles", None),
                                           ("imitate", tuple(g for g in fe.GROUPS if g not in
                                                             ("vision", "contacts", "drive", "cpg", "corrections",
                                                              "odor")))])

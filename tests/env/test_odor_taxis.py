@@ -142,3 +142,33 @@ def test_the_examples_rule_turns_toward_the_attractive_and_away_from_the_aversiv
     assert torch.equal(d[0], torch.ones(2))
     assert d[1, 0] < d[1, 1] == 1.0 and d[1, 0] >= 0.2 - 1e-6  # toward: the left drive lowered (at most 0.8)
     assert d[2, 1] < d[2, 0] == 1.0  # away: the right drive lowered
+
+
+def test_odor_obstacles_places_pillars_on_the_way_and_counts_hits():
+    """odor_obstacles (NeuroMechFly v2 Fig. 5's task): one attractive source ([1, 4] odor), two dark
+    pillars between the fly and it (the straight line passes within a pillar's hit radius), a
+    thorax inside a pillar's radius is a hit, and the reward is the closing speed less c_hit."""
+    env = fe.make("odor_obstacles", worlds=5, model="hexapod", device="cpu", seed=1, jitter=0.0, c_hit=2.0)
+    obs, info = env.reset(seed=1)
+    assert env.obs_names[env.obs_slice("odor")] == [f"odor:0:{s}" for s in SENSORS]
+    assert set(info) >= {"distance", "reached", "hit"} and info["hit"].eq(0).all()
+    q, lay = env.sim.view("qpos").double(), env.layout
+    adrs = env.task._placed_adrs(env)
+    fly = q[:, lay.root_adr:lay.root_adr + 2]
+    src = torch.stack([q[:, adrs[0][0]], q[:, adrs[0][1]]], 1)
+    for ax, ay in adrs[1:]:  # each pillar's distance from the straight line to the source
+        p = torch.stack([q[:, ax], q[:, ay]], 1)
+        line = (src - fly) / (src - fly).norm(dim=1, keepdim=True)
+        off = ((p - fly) - ((p - fly) * line).sum(1, keepdim=True) * line).norm(dim=1)
+        assert (off < (0.4 + 0.2) * L).all(), "the pillar blocks the straight path"
+    qp = env.sim.view("qpos")
+    qp[2, adrs[1][0]], qp[2, adrs[1][1]] = qp[2, lay.root_adr], qp[2, lay.root_adr + 1]  # a pillar on world 2's fly
+    env.task.measure(env)
+    assert env.task.hit.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
+    env.task.reward(env)
+    v = env.sim.view("qvel").double()
+    d = src - fly
+    closing = (v[:, lay.root_dof:lay.root_dof + 2] * d).sum(1) / d.norm(dim=1) / L
+    torch.testing.assert_close(env.rewards.double(), closing - 2.0 * env.task.hit.double(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(EnvError, match="odor_obstacles needs pillar_radius > 0"):
+        fe.make("odor_obstacles", worlds=2, model="hexapod", device="cpu", pillar_radius=0.0)

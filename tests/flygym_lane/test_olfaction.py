@@ -109,3 +109,28 @@ def test_odor_taxis_on_neuromechfly_with_descending_drives():
         assert drives.shape == (3, 2) and ((drives >= 0.2 - 1e-6) & (drives <= 1.0)).all()
         obs, rew, *_ = env.step(drives)
         assert rew.isfinite().all()
+
+
+@pytest.mark.needs_flygym
+@pytest.mark.needs_warp
+def test_odor_obstacles_sees_and_smells():
+    """make("odor_obstacles", model="neuromechfly", action="descending", vision="fast:2"): both eyes
+    and the odor observed (NeuroMechFly v2 Fig. 5's inputs); the dark pillars darken what the eyes
+    read where they stand, against the same worlds with the pillars moved far away."""
+    import flycuda.env as fe
+
+    env = fe.make("odor_obstacles", worlds=2, model="neuromechfly", action="descending", vision="fast:2",
+                  device="cpu", seed=0, jitter=0.0)
+    obs, info = env.reset(seed=0)
+    vis, odor = env.obs_slice("vision"), env.obs_slice("odor")
+    assert odor.stop - odor.start == 4 and (obs[:, odor] > 0).all() and info["hit"].eq(0).all()
+    seen = obs[:, vis].clone()
+    q = env.sim.view("qpos")
+    for ax, ay in env.task._placed_adrs(env)[1:]:
+        q[:, ax] += 1000.0  # the pillars out of sight
+    env.sim.kinematics()
+    env.vision.update()
+    far = env.vision.readouts.reshape(2, -1)
+    assert (seen.sum(1) < far.sum(1)).all(), "the pillars are dark in the eyes"
+    obs, rew, *_ = env.step(torch.ones(2, 2))
+    assert rew.isfinite().all()
