@@ -9,7 +9,7 @@
 // x first, then y, then z. Along an axis of n nodes the coordinate u = (p - origin) / spacing is
 // inside when 0 <= u <= n - 1 (i0 = min(floor(u), n - 2), i1 = min(i0 + 1, n - 1)); a sensor
 // outside the grid, or a non-finite time, reads NaN. Frame f = time[w] * fps: clamped to
-// [0, T - 1], or looped (t0 = floor(f) mod T, t1 = t0 + 1 mod T). The reference is
+// [0, T - 1], or looped (t0 = fmod(floor(f), T), made >= 0; t1 = t0 + 1 mod T). The reference is
 // flycuda.reference.plume.odor_plume, the same operations in the same order.
 #pragma once
 
@@ -72,7 +72,7 @@ FLYCUDA_HOST_DEVICE inline void plume_element(const float* grid, const float* se
 #endif
   for (int d = 0; d < kPlumeMaxDims; ++d) {
     if (d >= p.dims) continue;
-    const double u = (static_cast<double>(sen[d * p.sen_s2]) - p.origin[d]) / p.spacing[d];
+    const double u = (static_cast<double>(sen[d * p.sen_s2]) - p.origin[d]) / p.spacing[d] + 0.0;  // -0 -> +0
     const int64_t n = p.n[d];
     inside = inside && u >= 0.0 && u <= static_cast<double>(n - 1);  // false outside, or for NaN
     const double lo = floor(inside ? u : 0.0);
@@ -82,7 +82,7 @@ FLYCUDA_HOST_DEVICE inline void plume_element(const float* grid, const float* se
     i1[d] = i0[d] + 1 < n ? i0[d] + 1 : n - 1;
     wt[d] = u - f0;
   }
-  double f = static_cast<double>(time[w * p.time_s0]) * p.fps;
+  double f = static_cast<double>(time[w * p.time_s0]) * p.fps + 0.0;  // -0 -> +0
   float* o = out + w * p.out_s0 + ss * p.out_s1;
   if (!inside || !(f - f == 0.0)) {  // outside the grid, or a non-finite time
     *o = NAN;
@@ -99,7 +99,9 @@ FLYCUDA_HOST_DEVICE inline void plume_element(const float* grid, const float* se
   } else {
     const double lo = floor(f);
     w_t = f - lo;
-    t0 = lo - T * floor(lo / T);
+    t0 = fmod(lo, T);  // exact for a whole lo (a huge f is one): in (-T, T)
+    if (t0 < 0.0) t0 += T;
+    t0 = t0 < T - 1.0 ? t0 : T - 1.0;  // a guard: the frame read stays in the grid
     t1 = t0 + 1.0 >= T ? 0.0 : t0 + 1.0;
   }
   const double a = plume_frame(grid, p, static_cast<int64_t>(t0), i0, i1, wt);

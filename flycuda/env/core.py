@@ -196,7 +196,7 @@ class FlyVecEnv(VectorEnv):
             ctrl = self.sim.view("ctrl")[0].cpu().repeat(qpos.shape[0], 1)  # the others' controls as they are
             ctrl[:, lay.act_ids.long().cpu()] = torch.clamp(qpos[:, list(lay.qpos_adrs)], *lo_hi)  # the pose held
             qpos, qvel = settle(self.sim.mjm, qpos, qvel, ctrl, self.settle_seconds)
-            qpos, qvel = self.task.settled(self, frames, qpos, qvel)
+        qpos, qvel = self.task.settled(self, frames, qpos, qvel)  # objects placed around the fly as it starts
         qn, vn = self.task.noise_scales(self)
         dev = self.device
         self._init = [qpos.to(dev), qvel.to(dev), frames.to(dev), qn.to(dev), vn.to(dev)]

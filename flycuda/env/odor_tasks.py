@@ -39,8 +39,8 @@ class OdorTaxis(Task):
     mm, 1.5 mm high; peaks [[1, 0], [0, 1], [0, 1]]: odor dimension 0 attracts, 1 repels), their
     distances times ``scale`` (default 1/3: 8 mm ahead, what a fly walks in under a second), the
     whole arrangement turned about the fly's start by a bearing in [-``spread``, ``spread``] rad
-    (one of ``arrangements``, golden-ratio spaced) and each source moved by up to ``jitter`` body
-    lengths of noise at every reset. The odor is 1.x's default field, ``|r| ** -2``
+    (one of ``arrangements``, golden-ratio spaced) and each source moved along x and along y by up
+    to ``jitter`` body lengths of noise at every reset. The odor is 1.x's default field, ``|r| ** -2``
     (:func:`flycuda.ops.odor_intensity`). Reward per control step::
 
         r = (v_xy . u_a) / L  -  mean_i (v_xy . u_i) / L
@@ -155,7 +155,7 @@ class OdorTaxis(Task):
         adrs = torch.tensor(self._adrs(env), dtype=torch.int64, device=dev)  # [n, 2]
         self._src = adrs.view(-1)
         self._xy = torch.empty(W, adrs.numel(), device=dev)
-        self._d = torch.empty(W, adrs.shape[0], 2, device=dev)
+        self._d, self._dv = (torch.empty(W, adrs.shape[0], 2, device=dev) for _ in range(2))
         self._n, self._close = (torch.empty(W, adrs.shape[0], device=dev) for _ in range(2))
         self._away, self._hit = torch.empty(W, device=dev), torch.empty(W, dtype=torch.bool, device=dev)
         self._fly = q[:, lay.root_adr:lay.root_adr + 2]
@@ -177,8 +177,8 @@ class OdorTaxis(Task):
 
     def reward(self, env) -> None:
         # closing speeds (v . d / |d|) / L to every source, from this step's measure
-        torch.mul(self._d, self._v.unsqueeze(1), out=self._d)
-        torch.sum(self._d, 2, out=self._close)
+        torch.mul(self._d, self._v.unsqueeze(1), out=self._dv)
+        torch.sum(self._dv, 2, out=self._close)
         self._close.div_(self._n).mul_(1.0 / self.L)
         torch.mean(self._close[:, 1:], 1, out=self._away)
         env.rewards.copy_(self._close[:, 0]).sub_(self._away)
@@ -261,7 +261,7 @@ class OdorObstacles(OdorTaxis):
         return {"distance": self.distance, "reached": self.reached, "hit": self.hit}
 
     def reward(self, env) -> None:
-        torch.mul(self._d, self._v.unsqueeze(1), out=self._d)  # the source's closing speed, as OdorTaxis
-        torch.sum(self._d, 2, out=self._close)
+        torch.mul(self._d, self._v.unsqueeze(1), out=self._dv)  # the source's closing speed, as OdorTaxis
+        torch.sum(self._dv, 2, out=self._close)
         self._close.div_(self._n).mul_(1.0 / self.L)
         env.rewards.copy_(self._close[:, 0]).add_(self.hit, alpha=-self.c_hit)

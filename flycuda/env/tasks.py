@@ -83,8 +83,9 @@ class Task:
 
     def settled(self, env, frames: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The initial states after the fly settled (flycuda.env.settle): a task whose objects
-        are placed relative to the fly places them again here. Most tasks keep them."""
+        """The initial states after the fly's spawn jitter and settling (flycuda.env.settle; with
+        ``settle=0`` as jittered): a task whose objects are placed relative to the fly places them
+        again here. Most tasks keep them."""
         return qpos, qvel
 
     def noise_scales(self, env) -> tuple[torch.Tensor, torch.Tensor]:

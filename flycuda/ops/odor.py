@@ -164,5 +164,16 @@ def _odor_plume_fake(plume, sensors, time, out, origin, spacing, fps, time_mode)
     torch._check(tuple(time.shape) == (W,) and time.dtype == torch.float32,
                  lambda: f"flycuda.odor_plume: argument 'time' must be float32 [W], got {time.dtype} {tuple(time.shape)}")
     torch._check(W * s < 2 ** 31, lambda: f"flycuda.odor_plume: W * s = {W * s} must be < 2^31")
+    torch._check(plume.numel() > 0 and plume.is_contiguous(),
+                 lambda: f"flycuda.odor_plume: argument 'plume' must be a non-empty contiguous grid, got "
+                         f"{tuple(plume.shape)}")
+    dims = plume.dim() - 1
+    torch._check(len(origin) == dims and len(spacing) == dims and all(math.isfinite(v) for v in origin)
+                 and all(math.isfinite(v) and v > 0 for v in spacing),
+                 lambda: f"flycuda.odor_plume: arguments 'origin' and 'spacing' must each hold {dims} finite values "
+                         f"(spacing > 0), got {origin} and {spacing}")
+    torch._check(math.isfinite(fps) and fps > 0, lambda: f"flycuda.odor_plume: argument 'fps' must be > 0, got {fps}")
+    torch._check(time_mode in PLUME_TIME_MODES,
+                 lambda: f"flycuda.odor_plume: argument 'time_mode' must be 'clamp' or 'loop', got {time_mode!r}")
     check_same_device("odor_plume", "out", out, plume=plume, sensors=sensors, time=time)
     return None

@@ -17,6 +17,7 @@ or rate.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,9 @@ class Plume:
     fps: float
 
     def __post_init__(self):
+        if not (isinstance(self.grid, torch.Tensor) and self.grid.dtype == torch.float32 and self.grid.is_contiguous()):
+            raise StoreError("a plume's grid must be a contiguous float32 tensor, got "
+                             f"{getattr(self.grid, 'dtype', type(self.grid).__name__)}")
         _check(tuple(self.grid.shape), self.origin, self.spacing, self.fps)
 
     @property
@@ -69,12 +73,16 @@ def _check(shape: tuple, origin, spacing, fps) -> None:
         raise StoreError(f"a plume is a non-empty [T, X, Y] or [T, X, Y, Z] grid, got shape {list(shape)}")
     dims = len(shape) - 1
     for name, v in (("origin", origin), ("spacing", spacing)):
-        if v is None or len(v) != dims or not all(math.isfinite(float(x)) for x in v):
+        if not (isinstance(v, (list, tuple)) and len(v) == dims and all(_finite(x) for x in v)):
             raise StoreError(f"a plume's {name} must be {dims} finite numbers (one per spatial axis), got {v!r}")
     if any(float(x) <= 0 for x in spacing):
         raise StoreError(f"a plume's spacing must be > 0 on every axis, got {list(spacing)}")
-    if fps is None or not (math.isfinite(float(fps)) and float(fps) > 0):
+    if not (_finite(fps) and float(fps) > 0):
         raise StoreError(f"a plume's fps must be a finite number > 0, got {fps!r}")
+
+
+def _finite(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def save_plume(path: str, grid, *, origin, spacing, fps: float, units: str = "") -> None:
@@ -85,7 +93,7 @@ def save_plume(path: str, grid, *, origin, spacing, fps: float, units: str = "")
         StoreError: a bad shape, origin, spacing or fps, or ``path`` exists.
     """
     zarr = _zarr()
-    g = torch.as_tensor(grid).to(torch.float32).contiguous()
+    g = torch.as_tensor(grid).detach().cpu().to(torch.float32).contiguous()
     _check(tuple(g.shape), origin, spacing, fps)
     try:
         root = zarr.open_group(path, mode="w-")

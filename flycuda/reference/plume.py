@@ -55,11 +55,11 @@ def odor_plume(plume: torch.Tensor, sensors: torch.Tensor, time: torch.Tensor, o
     inside = torch.ones(p.shape[:2], dtype=torch.bool, device=p.device)
     idx, wts = [], []
     for d in range(D):
-        ok, i0, i1, w = _axis((p[..., d] - origin[d]) / spacing[d], g.shape[1 + d])
+        ok, i0, i1, w = _axis((p[..., d] - origin[d]) / spacing[d] + 0.0, g.shape[1 + d])  # -0 -> +0
         inside &= ok
         idx.append((i0, i1))
         wts.append(w)
-    f = time.to(torch.float64) * fps
+    f = time.to(torch.float64) * fps + 0.0  # -0 -> +0
     good = torch.isfinite(f)
     f = torch.where(good, f, torch.zeros_like(f))
     if time_mode == "clamp":
@@ -69,7 +69,8 @@ def odor_plume(plume: torch.Tensor, sensors: torch.Tensor, time: torch.Tensor, o
     else:
         fl = torch.floor(f)
         wt = f - fl
-        t0 = fl - T * torch.floor(fl / T)
+        t0 = torch.fmod(fl, T)  # exact for a whole fl, however large
+        t0 = torch.where(t0 < 0, t0 + T, t0).clamp(max=T - 1)
         t1 = torch.where(t0 + 1 >= T, torch.zeros_like(t0), t0 + 1)
     t0, t1 = t0.long()[:, None].expand_as(inside), t1.long()[:, None].expand_as(inside)
 

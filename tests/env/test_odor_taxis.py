@@ -172,3 +172,19 @@ def test_odor_obstacles_places_pillars_on_the_way_and_counts_hits():
     torch.testing.assert_close(env.rewards.double(), closing - 2.0 * env.task.hit.double(), rtol=1e-4, atol=1e-5)
     with pytest.raises(EnvError, match="odor_obstacles needs pillar_radius > 0"):
         fe.make("odor_obstacles", worlds=2, model="hexapod", device="cpu", pillar_radius=0.0)
+
+
+def test_arrangements_turn_with_the_flys_own_heading(env):
+    """A fly spawned facing 60 degrees left: its sources turn with it (the arrangement's bearing is
+    from the fly's heading, not from +x)."""
+    K = 5
+    qpos = env._init[0][:1].cpu().repeat(K, 1)
+    root = env.layout.root_adr
+    yaw = math.radians(60)
+    qpos[:, root + 3:root + 7] = torch.tensor([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+    qpos = env.task._place(env, qpos)
+    ax, ay = env.task._adrs(env)[0]
+    got = torch.atan2(qpos[:, ay] - qpos[:, root + 1], qpos[:, ax] - qpos[:, root]).double()
+    want = env.task.bearings(K) + yaw
+    torch.testing.assert_close(torch.remainder(got - want + math.pi, 2 * math.pi) - math.pi,
+                               torch.zeros(K, dtype=torch.float64), atol=1e-5, rtol=0)

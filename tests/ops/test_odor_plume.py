@@ -157,3 +157,34 @@ def test_a_captured_graph_replays_the_eager_call():
         graph.replay()
         torch.cuda.synchronize()
         assert _same(a["out"], eager["out"])
+
+
+@pytest.mark.parametrize("device", cpu_and_cuda())
+@pytest.mark.parametrize("time_mode", ops.PLUME_TIME_MODES)
+def test_huge_times_stay_in_the_recording(device, time_mode):
+    """A time in the wrong unit (epoch microseconds, 1e30 s): its frame is still one of the
+    recording's, never an index past the grid (a reviewer found floor(f / T) off by frames there)."""
+    a = plume_args(6, 4, 2, T=3, seed=12, time_mode=time_mode)
+    a["time"] = torch.tensor([1.7e15, -1.7e15, 1e30, -1e30, 3.0e38, 5.0])
+    want = clone_args(a)
+    ref(**want)
+    got = args_to(clone_args(a), device)
+    ops.odor_plume(**got)
+    assert _same(got["out"].cpu(), want["out"])
+    inside = ~want["out"].isnan()
+    lo, hi = a["plume"].amin(), a["plume"].amax()
+    assert inside.any() and (want["out"][inside] >= lo).all() and (want["out"][inside] <= hi).all()
+
+
+def test_the_fake_refuses_what_the_op_refuses():
+    """Traced (fake tensors), the op refuses a transposed or empty plume and bad options as it does
+    when it runs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    a = plume_args(3, 4, seed=13)
+    with FakeTensorMode() as mode:
+        fa = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in a.items()}
+        for change in (dict(plume=fa["plume"].transpose(1, 2)), dict(plume=fa["plume"][:0]), dict(spacing=[0.5]),
+                       dict(fps=0.0), dict(time_mode="wrap")):
+            with pytest.raises(RuntimeError, match="flycuda.odor_plume: argument"):
+                torch.ops.flycuda.odor_plume.default(*dict(fa, **change).values())
