@@ -24,7 +24,7 @@ import torch
 
 from ..errors import StoreError
 from ..ops import odor_plume
-from .store import _zarr
+from .store import zarr_module
 
 __all__ = ["Plume", "save_plume", "load_plume", "PLUME_ATTRS"]
 
@@ -92,7 +92,7 @@ def save_plume(path: str, grid, *, origin, spacing, fps: float, units: str = "")
     Raises:
         StoreError: a bad shape, origin, spacing or fps, or ``path`` exists.
     """
-    zarr = _zarr()
+    zarr = zarr_module()
     g = torch.as_tensor(grid).detach().cpu().to(torch.float32).contiguous()
     _check(tuple(g.shape), origin, spacing, fps)
     try:
@@ -113,7 +113,7 @@ def load_plume(path: str, device=None) -> Plume:
         StoreError: no store or no ``plume`` array there, or its origin, spacing or fps missing
             or out of range.
     """
-    zarr = _zarr()
+    zarr = zarr_module()
     try:
         root = zarr.open_group(path, mode="r")
         arr = root["plume"]

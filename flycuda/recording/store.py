@@ -38,7 +38,7 @@ import torch
 from ..errors import StoreError
 
 __all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "close", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
-           "consolidate"]
+           "consolidate", "zarr_module"]
 
 FORMAT = "flycuda.recording/1"
 # units of each kind of array (MuJoCo's, as the model has them: NeuroMechFly's lengths are mm)
@@ -66,7 +66,12 @@ class ArraySpec:
     attrs: dict = field(default_factory=dict)  # more attrs (e.g. vision's sample shape and mode)
 
 
-def _zarr():
+def zarr_module():
+    """The zarr package (imported on first use: only stores need it).
+
+    Raises:
+        StoreError: zarr is not installed.
+    """
     try:
         import zarr  # noqa: PLC0415  (lazy: only stores need zarr)
     except ImportError:  # pragma: no cover - a pinned dependency
@@ -76,7 +81,7 @@ def _zarr():
 
 def memory_store():
     """An in-memory zarr store (small runs: ``record="memory"``)."""
-    return _zarr().storage.MemoryStore()
+    return zarr_module().storage.MemoryStore()
 
 
 def _is_path(target) -> bool:
@@ -122,7 +127,7 @@ def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = Fa
 
     ``attrs`` (JSON) go under ``attrs["flycuda"]`` with the format, versions, the
     command line, the creation time and ``complete: false``."""
-    zarr = _zarr()
+    zarr = zarr_module()
     if _is_path(target):
         target = os.fspath(target)
         _prepare_path(target, overwrite)
@@ -167,7 +172,7 @@ def data_arrays(group) -> list[str]:
 def consolidate(group) -> None:
     """Writes the consolidated metadata (one read opens the store in xarray); called after
     every change of attributes. flycuda itself reads each array's own metadata."""
-    zarr = _zarr()
+    zarr = zarr_module()
     with warnings.catch_warnings():  # zarr v3 keeps consolidated metadata outside the spec (xarray reads it)
         warnings.simplefilter("ignore")
         zarr.consolidate_metadata(group.store, path=group.path or None)
@@ -175,7 +180,7 @@ def consolidate(group) -> None:
 
 def open_store(target, mode: str = "r"):
     """The zarr group of a flycuda recording (path or store); ``mode`` "r" or "r+"."""
-    zarr = _zarr()
+    zarr = zarr_module()
     if _is_path(target) and not os.path.isfile(os.path.join(os.fspath(target), "zarr.json")):
         raise StoreError(f"no recording at {os.fspath(target)} (no zarr.json)")
     group = zarr.open_group(target, mode=mode, use_consolidated=False)  # the arrays' own, latest metadata
