@@ -103,11 +103,11 @@ void odor_intensity_cpu(const Tensor& sources, const Tensor& peaks, const Tensor
                         double diffusivity, double decay) {  // shapes: OdorArgs
   const OdorArgs a{sources, peaks, sensors, out, field, exponent, wind, diffusivity, decay};
   const kernels::OdorPlan p = check_odor_intensity(a);
+  if (p.threads() == 0) return;
   // The pointers once (each dptr is a call through the stable ABI).
   const float *x = dptr<float>(sources), *pk = dptr<float>(peaks), *sen = dptr<float>(sensors);
   const float* u = p.has_wind ? dptr<float>(*wind) : nullptr;
   float* o = dptr<float>(out);
-  if (p.threads() == 0) return;
   const int64_t grain = std::max<int64_t>(1, 1024 / (p.k * p.s));  // about 1024 elements a task
   torch::stable::parallel_for(0, p.W, grain, [&](int64_t begin, int64_t end) {
     for (int64_t w = begin; w < end; ++w) {

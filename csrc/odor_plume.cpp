@@ -14,30 +14,26 @@ namespace {
 
 constexpr const char* kOpName = "odor_plume";
 
-// t: float32 on out's device.
-void expect_float(const Tensor& t, const char* name, const Tensor& out) {
-  FLYCUDA_CHECK(t.device() == out.device(), "argument '", name, "' must be on ", out.device(),
-                " (the device of 'out'), got ", t.device());
-  FLYCUDA_CHECK(t.scalar_type() == kFloat, "argument '", name, "' must have dtype Float, got ", t.scalar_type());
-}
-
 void check_tensors(const PlumeArgs& a) {
   const Tensor &out = a.out, &plume = a.plume, &sensors = a.sensors, &time = a.time;
-  expect_float(out, "out", out);
+  CHECK_DTYPE(out, kFloat);
   FLYCUDA_CHECK(out.dim() == 2, "argument 'out' must be a 2-D tensor [W, s], got shape ", sizes_of(out));
   CHECK_NO_OVERLAP(out);
   const int64_t W = out.size(0), s = out.size(1);
-  expect_float(plume, "plume", out);
+  CHECK_SAME_DEVICE(plume, out);
+  CHECK_DTYPE(plume, kFloat);
   FLYCUDA_CHECK(plume.dim() == 3 || plume.dim() == 4, "argument 'plume' must be a 3-D [T, X, Y] or 4-D "
                 "[T, X, Y, Z] grid, got shape ", sizes_of(plume));
   FLYCUDA_CHECK(plume.numel() > 0, "argument 'plume' must hold at least one frame and node, got shape ",
                 sizes_of(plume));
   CHECK_CONTIGUOUS(plume);
-  expect_float(sensors, "sensors", out);
+  CHECK_SAME_DEVICE(sensors, out);
+  CHECK_DTYPE(sensors, kFloat);
   FLYCUDA_CHECK(sensors.dim() == 3 && sensors.size(0) == W && sensors.size(1) == s && sensors.size(2) == 3,
                 "argument 'sensors' must have shape [W, s, 3] with W = out.size(0) = ", W, " and s = out.size(1) = ",
                 s, ", got ", sizes_of(sensors));
-  expect_float(time, "time", out);
+  CHECK_SAME_DEVICE(time, out);
+  CHECK_DTYPE(time, kFloat);
   FLYCUDA_CHECK(time.dim() == 1 && time.size(0) == W, "argument 'time' must have shape [W] with W = out.size(0) = ",
                 W, ", got ", sizes_of(time));
   CHECK_NOT_ALIASED(out, plume);

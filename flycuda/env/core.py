@@ -30,7 +30,7 @@ from ..sim import streams
 from ..sim.mjwarp import DROPPED_BITS
 from ..vision.spec import parse_vision
 from .descending import DRIVE_BOUND, Descending
-from .layout import DESCENDING_GROUPS, ODOR_START, SOURCES, FlyLayout, columns_of, own_slice, unit_of
+from .layout import DESCENDING_GROUPS, ODOR_SENSOR_NAMES, ODOR_START, SOURCES, FlyLayout, columns_of, own_slice, unit_of
 from .nonfinite import NonFinite, rows_nonfinite
 from .settle import SETTLE_SECONDS, settle
 from .smell import Smell
@@ -81,10 +81,11 @@ class FlyVecEnv(VectorEnv):
         self.vision = self._make_vision(vision)
         self.action_kind = action
         self.descending = Descending(sim, int(seed)) if action == "descending" else None
-        self.odor_dims = len(task.odor_peaks[0]) if task.odor_peaks else 0
-        self._buffers(W, 2 if self.descending is not None else A, dev, motion, interp)
         observe = (observe,) if isinstance(observe, str) else observe  # one group by its name
         groups = tuple(observe) if observe is not None else task.observe + (("vision",) if vision else ())
+        # the odor at the sensors, [k, 4] per world, is read only where it is observed
+        self.odor_dims = len(task.odor_peaks[0]) if task.odor_peaks and "odor" in groups else 0
+        self._buffers(W, 2 if self.descending is not None else A, dev, motion, interp)
         if "vision" in groups and self.vision is None:
             raise EnvError("observation 'vision' needs vision='exact' or 'fast:K' (and a fly with eyes)")
         if ("reference" in groups or "phase" in groups or task.needs_motion) and motion is None:
@@ -157,11 +158,11 @@ class FlyVecEnv(VectorEnv):
         self.angles = torch.zeros(W, len(self.layout.names), device=dev)
         # the environment's own observation columns (layout.OWN_COLUMNS): phase, drives, controller
         # and a task's odor at the sensors [k, 4] after them (flycuda.env.smell)
-        self.own = torch.zeros(W, ODOR_START + 4 * self.odor_dims, device=dev)
+        self.own = torch.zeros(W, ODOR_START + len(ODOR_SENSOR_NAMES) * self.odor_dims, device=dev)
         self.phase = self.own[:, own_slice("phase")]
         self.smell = None
         if self.odor_dims:
-            odor = self.own[:, ODOR_START:].view(W, self.odor_dims, 4)
+            odor = self.own[:, ODOR_START:].view(W, self.odor_dims, len(ODOR_SENSOR_NAMES))
             self.smell = Smell(self.sim, out=odor, **self.task.odor(self))
         self._phase64 = torch.zeros(W, dtype=torch.float64, device=dev)
         self.frames = None

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 
-import mujoco
 import torch
 
 from ..errors import EnvError
 from ..sim.bodies import add_bodies
 from .smell import add_sensors
-from .tasks import Task, body_length
+from .tasks import Task, body_length, slide_adrs, slide_joints
 
 __all__ = ["OdorTaxis", "OdorObstacles", "ATTRACTIVE_RGBA", "AVERSIVE_RGBA"]
 
@@ -77,8 +76,7 @@ class OdorTaxis(Task):
         for i, peak in enumerate(self.odor_peaks):
             rgba = ATTRACTIVE_RGBA if peak[0] > max(peak[1:], default=0.0) else AVERSIVE_RGBA
             out.append({"name": f"odor_source_{i}", "pos": [0.0, 0.0, FLYGYM1_HEIGHT * u],
-                        "joints": [{"name": f"odor_source_{i}_{c}", "type": "slide", "axis": axis, "damping": 1.0}
-                                   for c, axis in (("x", [1.0, 0.0, 0.0]), ("y", [0.0, 1.0, 0.0]))],
+                        "joints": slide_joints(f"odor_source_{i}"),
                         "geoms": [{"name": f"odor_source_{i}", "type": "sphere", "size": [0.3 * u, 0.0, 0.0],
                                    "rgba": list(rgba), "contype": 0, "conaffinity": 0, "group": 0, "mass": 1.0}]})
         return out
@@ -95,14 +93,9 @@ class OdorTaxis(Task):
                     peaks=self.odor_peaks, field="power", exponent=2.0)
 
     def _adrs(self, env) -> list[tuple[int, int]]:
-        mjm, out = env.sim.mjm, []
-        for i in range(len(self.odor_peaks)):
-            ids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, f"odor_source_{i}_{c}") for c in "xy"]
-            if min(ids) < 0:
-                raise EnvError("the odor_taxis task's sources are missing from the model: build the worlds with "
-                               "flycuda.env.make (it adds them), or decorate the MjSpec with OdorTaxis.decorate")
-            out.append((int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])))
-        return out
+        return [slide_adrs(env, f"odor_source_{i}", "the odor_taxis task's sources are missing from the model: build "
+                           "the worlds with flycuda.env.make (it adds them), or decorate the MjSpec with "
+                           "OdorTaxis.decorate") for i in range(len(self.odor_peaks))]
 
     # -- the start of an episode ---------------------------------------------------------------
     def init_frames(self, env) -> torch.Tensor:
@@ -219,22 +212,16 @@ class OdorObstacles(OdorTaxis):
     def bodies(self, length: float) -> list[dict]:
         r, h = self.pillar_radius * length, 3.0 * length
         pillars = [{"name": f"obstacle_{i}", "pos": [0.0, 0.0, 0.5 * h],
-                    "joints": [{"name": f"obstacle_{i}_{c}", "type": "slide", "axis": axis, "damping": 1.0}
-                               for c, axis in (("x", [1.0, 0.0, 0.0]), ("y", [0.0, 1.0, 0.0]))],
+                    "joints": slide_joints(f"obstacle_{i}"),
                     "geoms": [{"name": f"obstacle_{i}", "type": "cylinder", "size": [r, 0.5 * h, 0.0],
                                "rgba": [0.1, 0.1, 0.12, 1.0], "contype": 0, "conaffinity": 0, "group": 0,
                                "mass": 1.0}]} for i in range(len(self.PILLARS))]
         return super().bodies(length) + pillars
 
     def _placed_adrs(self, env) -> list[tuple[int, int]]:
-        mjm, out = env.sim.mjm, list(self._adrs(env))
-        for i in range(len(self.PILLARS)):
-            ids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, f"obstacle_{i}_{c}") for c in "xy"]
-            if min(ids) < 0:
-                raise EnvError("the odor_obstacles task's pillars are missing from the model: build the worlds with "
-                               "flycuda.env.make (it adds them)")
-            out.append((int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])))
-        return out
+        return self._adrs(env) + [slide_adrs(env, f"obstacle_{i}", "the odor_obstacles task's pillars are missing "
+                                             "from the model: build the worlds with flycuda.env.make (it adds them)")
+                                  for i in range(len(self.PILLARS))]
 
     def setup(self, env) -> None:
         super().setup(env)

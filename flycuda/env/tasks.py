@@ -34,6 +34,26 @@ def heading_into(quat, hx: torch.Tensor, hy: torch.Tensor) -> None:
     hy.copy_(qx).mul_(qy).addcmul_(qw, qz).mul_(2.0)
 
 
+def slide_joints(body: str) -> list[dict]:
+    """The two slide joints (x, y; named ``<body>_x``, ``<body>_y``) that let a reset place a
+    task's object in the floor plane (:func:`flycuda.sim.bodies.add_bodies`' description)."""
+    return [{"name": f"{body}_{c}", "type": "slide", "axis": axis, "damping": 1.0}
+            for c, axis in (("x", [1.0, 0.0, 0.0]), ("y", [0.0, 1.0, 0.0]))]
+
+
+def slide_adrs(env, body: str, missing: str) -> tuple[int, int]:
+    """The qpos addresses of ``body``'s :func:`slide_joints` in ``env``'s model.
+
+    Raises:
+        EnvError: ``missing`` (what to do), when the model lacks them.
+    """
+    mjm = env.sim.mjm
+    ids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, f"{body}_{c}") for c in "xy"]
+    if min(ids) < 0:
+        raise EnvError(missing)
+    return int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])
+
+
 class Task:
     """The parts of an environment a task decides. Subclasses set ``name`` and
     ``observe`` (the default observation groups, :data:`flycuda.env.layout.GROUPS`)."""
@@ -256,18 +276,13 @@ class Approach(Task):
     def bodies(self, length: float) -> list[dict]:
         L = length
         return [{"name": "pillar", "pos": [0.0, 0.0, 0.5 * self.height * L],
-                 "joints": [{"name": n, "type": "slide", "axis": axis, "damping": 1.0}
-                            for axis, n in (([1.0, 0.0, 0.0], "pillar_x"), ([0.0, 1.0, 0.0], "pillar_y"))],
+                 "joints": slide_joints("pillar"),
                  "geoms": [{"name": "pillar", "type": "cylinder", "size": [self.radius * L, 0.5 * self.height * L, 0.0],
                             "rgba": [0.1, 0.1, 0.12, 1.0], "contype": 0, "conaffinity": 0, "group": 0, "mass": 1.0}]}]
 
     def _pillar_adrs(self, env) -> tuple[int, int]:
-        mjm = env.sim.mjm
-        ids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, n) for n in ("pillar_x", "pillar_y")]
-        if min(ids) < 0:
-            raise EnvError("the approach task's pillar is missing from the model: build the worlds with "
-                           "flycuda.env.make (it adds it), or decorate the MjSpec with Approach.decorate")
-        return int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])
+        return slide_adrs(env, "pillar", "the approach task's pillar is missing from the model: build the worlds "
+                          "with flycuda.env.make (it adds it), or decorate the MjSpec with Approach.decorate")
 
     def init_frames(self, env) -> torch.Tensor:
         T = env.motion.num_frames

@@ -119,6 +119,8 @@ def test_odor_needs_a_task_with_sources_and_options_are_checked():
     env = fe.make("odor_taxis", worlds=2, model="hexapod", device="cpu", observe="odor", spread=0.0, jitter=0.0)
     obs, _ = env.reset(seed=0)
     assert obs.shape == (2, 8)
+    blind = fe.make("odor_taxis", worlds=2, model="hexapod", device="cpu", observe="joints")
+    assert blind.smell is None and blind.own.shape[1] == env.own.shape[1] - 8, "no odor read where none is observed"
 
 
 def test_the_examples_rule_turns_toward_the_attractive_and_away_from_the_aversive():
