@@ -1,7 +1,8 @@
 // flycuda: odor_intensity — argument checks, the launch plan and the CPU impl. What the op
-// computes: csrc/kernels/odor_intensity.cuh, whose per-element function the CPU twin below calls
-// in loops over the worlds, odor dimensions and sensors (the CUDA kernel and the emulator call the
-// same, one element a thread).
+// computes: csrc/kernels/odor_intensity.cuh. The CUDA kernel and the emulator run its
+// odor_element, one output element a thread; the CPU twin below loops over the worlds and sensors,
+// evaluates each source's field once (odor_source_field) for all k odor dimensions, and sums the
+// same terms in the same order as odor_element (so the two are bitwise equal).
 #include "odor_intensity.h"
 
 #include "common.h"
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <vector>
 
 namespace flycuda {
 namespace {
@@ -98,6 +100,25 @@ kernels::OdorPlan check_odor_intensity(const OdorArgs& a) {
 
 namespace {
 
+// Worlds [begin, end): each source's field once per sensor (formula Form, fixed for the call),
+// then odor_element's sum over the sources for each odor dimension, term for term.
+template <int Form>
+void odor_worlds(const float* x, const float* pk, const float* sen, const float* u, float* o,
+                 const kernels::OdorPlan& p, int64_t begin, int64_t end) {
+  std::vector<double> f(static_cast<size_t>(p.n));
+  for (int64_t w = begin; w < end; ++w) {
+    for (int64_t ss = 0; ss < p.s; ++ss) {
+      const kernels::OdorSensor at = kernels::odor_sensor(sen, u, p, w, ss);
+      for (int64_t i = 0; i < p.n; ++i) f[i] = kernels::odor_source_field<Form>(x, at, p, w, i);
+      for (int64_t kk = 0; kk < p.k; ++kk) {
+        double acc = 0.0;
+        for (int64_t i = 0; i < p.n; ++i) acc = acc + kernels::odor_peak(pk, p, w, i, kk) * f[i];
+        o[w * p.out_s0 + kk * p.out_s1 + ss * p.out_s2] = static_cast<float>(acc);
+      }
+    }
+  }
+}
+
 void odor_intensity_cpu(const Tensor& sources, const Tensor& peaks, const Tensor& sensors, Tensor& out,
                         std::string_view field, double exponent, const std::optional<Tensor>& wind,
                         double diffusivity, double decay) {  // shapes: OdorArgs
@@ -108,14 +129,18 @@ void odor_intensity_cpu(const Tensor& sources, const Tensor& peaks, const Tensor
   const float *x = dptr<float>(sources), *pk = dptr<float>(peaks), *sen = dptr<float>(sensors);
   const float* u = p.has_wind ? dptr<float>(*wind) : nullptr;
   float* o = dptr<float>(out);
-  const int64_t grain = std::max<int64_t>(1, 1024 / (p.k * p.s));  // about 1024 elements a task
-  torch::stable::parallel_for(0, p.W, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t w = begin; w < end; ++w) {
-      for (int64_t kk = 0; kk < p.k; ++kk) {
-        for (int64_t ss = 0; ss < p.s; ++ss) kernels::odor_element(x, pk, sen, u, o, p, w, kk, ss);
-      }
-    }
-  });
+  auto run = [&](auto worlds) {
+    const int64_t grain = std::max<int64_t>(1, 1024 / (p.k * p.s));  // about 1024 elements a task
+    torch::stable::parallel_for(0, p.W, grain, [&](int64_t begin, int64_t end) {
+      worlds(x, pk, sen, u, o, p, begin, end);
+    });
+  };
+  switch (kernels::odor_form(p)) {
+    case kernels::kOdorInvSquare: return run(odor_worlds<kernels::kOdorInvSquare>);
+    case kernels::kOdorInv: return run(odor_worlds<kernels::kOdorInv>);
+    case kernels::kOdorPow: return run(odor_worlds<kernels::kOdorPow>);
+    default: return run(odor_worlds<kernels::kOdorPlume>);
+  }
 }
 
 }  // namespace

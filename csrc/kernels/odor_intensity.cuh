@@ -96,34 +96,80 @@ FLYCUDA_HOST_DEVICE inline double odor_k0e(double x) {
   return odor_chbevl(8.0 / x - 2.0, b) / sqrt(x);
 }
 
-// The field of a unit source at offset (rx, ry, rz) from it, in world w (wind ux, uy).
-FLYCUDA_HOST_DEVICE inline double odor_field(double rx, double ry, double rz, double ux, double uy,
-                                             const OdorPlan& p) {
-  if (p.field == kOdorPower) {  // torch's pow(x, -e) takes 1 / (x x) for e = 2 and 1 / x for e = 1: so here
-    const double d = sqrt(rx * rx + ry * ry + rz * rz);
-    return p.exponent == 2.0 ? 1.0 / (d * d) : p.exponent == 1.0 ? 1.0 / d : pow(d, -p.exponent);
-  }
-  const double D = p.diffusivity;
-  const double kappa = sqrt((ux * ux + uy * uy) / (4.0 * D * D) + p.decay / D);
-  const double kr = kappa * sqrt(rx * rx + ry * ry);
-  return exp(p.log_c0 + (rx * ux + ry * uy) / (2.0 * D) + log(odor_k0e(kr)) - kr);
+// The field's formula, fixed per call: the power law's three (as torch's pow: 1 / (x x) for
+// exponent 2, 1 / x for 1, pow otherwise) and the advection-diffusion field.
+enum OdorForm { kOdorInvSquare, kOdorInv, kOdorPow, kOdorPlume };
+
+FLYCUDA_HOST_DEVICE inline int odor_form(const OdorPlan& p) {
+  if (p.field != kOdorPower) return kOdorPlume;
+  return p.exponent == 2.0 ? kOdorInvSquare : p.exponent == 1.0 ? kOdorInv : kOdorPow;
 }
 
-// Output element (w, kk, ss): one sum over the sources, in order.
+// The field of a unit source at offset (rx, ry, rz) from it, in a world with wind (ux, uy).
+template <int Form>
+FLYCUDA_HOST_DEVICE inline double odor_field_as(double rx, double ry, double rz, double ux, double uy,
+                                                const OdorPlan& p) {
+  if constexpr (Form == kOdorPlume) {
+    const double D = p.diffusivity;
+    const double kappa = sqrt((ux * ux + uy * uy) / (4.0 * D * D) + p.decay / D);
+    const double kr = kappa * sqrt(rx * rx + ry * ry);
+    return exp(p.log_c0 + (rx * ux + ry * uy) / (2.0 * D) + log(odor_k0e(kr)) - kr);
+  } else {
+    const double d = sqrt(rx * rx + ry * ry + rz * rz);
+    if constexpr (Form == kOdorInvSquare) return 1.0 / (d * d);
+    if constexpr (Form == kOdorInv) return 1.0 / d;
+    return pow(d, -p.exponent);
+  }
+}
+
+// The same, the formula chosen at run time (the kernel's threads).
+FLYCUDA_HOST_DEVICE inline double odor_field(double rx, double ry, double rz, double ux, double uy,
+                                             const OdorPlan& p) {
+  switch (odor_form(p)) {
+    case kOdorInvSquare: return odor_field_as<kOdorInvSquare>(rx, ry, rz, ux, uy, p);
+    case kOdorInv: return odor_field_as<kOdorInv>(rx, ry, rz, ux, uy, p);
+    case kOdorPow: return odor_field_as<kOdorPow>(rx, ry, rz, ux, uy, p);
+    default: return odor_field_as<kOdorPlume>(rx, ry, rz, ux, uy, p);
+  }
+}
+
+// Sensor ss of world w and that world's wind: what the field needs besides a source.
+struct OdorSensor {
+  double x, y, z, ux, uy;
+};
+
+FLYCUDA_HOST_DEVICE inline OdorSensor odor_sensor(const float* sensors, const float* wind, const OdorPlan& p,
+                                                  int64_t w, int64_t ss) {
+  const float* sen = sensors + w * p.sen_s0 + ss * p.sen_s1;
+  const double ux = p.has_wind ? static_cast<double>(wind[w * p.wind_s0]) : 0.0;
+  const double uy = p.has_wind ? static_cast<double>(wind[w * p.wind_s0 + p.wind_s1]) : 0.0;
+  return {sen[0], sen[p.sen_s2], sen[2 * p.sen_s2], ux, uy};
+}
+
+// Source i of world w's field at a sensor (unit peak); Form -1: chosen at run time.
+template <int Form = -1>
+FLYCUDA_HOST_DEVICE inline double odor_source_field(const float* sources, const OdorSensor& at, const OdorPlan& p,
+                                                    int64_t w, int64_t i) {
+  const float* src = sources + w * p.src_s0 + i * p.src_s1;
+  const double rx = at.x - static_cast<double>(src[0]), ry = at.y - static_cast<double>(src[p.src_s2]);
+  const double rz = at.z - static_cast<double>(src[2 * p.src_s2]);
+  if constexpr (Form < 0) return odor_field(rx, ry, rz, at.ux, at.uy, p);
+  else return odor_field_as<Form>(rx, ry, rz, at.ux, at.uy, p);
+}
+
+// Source i's peak in odor dimension kk of world w.
+FLYCUDA_HOST_DEVICE inline double odor_peak(const float* peaks, const OdorPlan& p, int64_t w, int64_t i, int64_t kk) {
+  return static_cast<double>(peaks[w * p.peak_s0 + i * p.peak_s1 + kk * p.peak_s2]);
+}
+
+// Output element (w, kk, ss): one sum over the sources, in order (the kernel's thread). The CPU
+// twin evaluates each source's field once for every kk and sums the same terms in the same order.
 FLYCUDA_HOST_DEVICE inline void odor_element(const float* sources, const float* peaks, const float* sensors,
                                              const float* wind, float* out, const OdorPlan& p, int64_t w, int64_t kk,
                                              int64_t ss) {
-  const float* sen = sensors + w * p.sen_s0 + ss * p.sen_s1;
-  const double x = sen[0], y = sen[p.sen_s2], z = sen[2 * p.sen_s2];
-  const double ux = p.has_wind ? static_cast<double>(wind[w * p.wind_s0]) : 0.0;
-  const double uy = p.has_wind ? static_cast<double>(wind[w * p.wind_s0 + p.wind_s1]) : 0.0;
+  const OdorSensor at = odor_sensor(sensors, wind, p, w, ss);
   double acc = 0.0;
-  for (int64_t i = 0; i < p.n; ++i) {
-    const float* src = sources + w * p.src_s0 + i * p.src_s1;
-    const double f = odor_field(x - static_cast<double>(src[0]), y - static_cast<double>(src[p.src_s2]),
-                                z - static_cast<double>(src[2 * p.src_s2]), ux, uy, p);
-    acc = acc + static_cast<double>(peaks[w * p.peak_s0 + i * p.peak_s1 + kk * p.peak_s2]) * f;
-  }
+  for (int64_t i = 0; i < p.n; ++i) acc = acc + odor_peak(peaks, p, w, i, kk) * odor_source_field(sources, at, p, w, i);
   out[w * p.out_s0 + kk * p.out_s1 + ss * p.out_s2] = static_cast<float>(acc);
 }
 

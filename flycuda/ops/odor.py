@@ -62,15 +62,17 @@ def odor_intensity(sources: torch.Tensor, peaks: torch.Tensor, sensors: torch.Te
         ValueError: an unknown field, a negative or non-finite exponent, a wind with "power",
             a diffusivity or decay <= 0.
     """
-    check_option("odor_intensity", "field", field in ODOR_FIELDS, " or ".join(map(repr, ODOR_FIELDS)), repr(field))
-    if field == "power":
-        check_option("odor_intensity", "exponent", math.isfinite(exponent) and exponent >= 0, "finite and >= 0",
-                     exponent)
-        check_option("odor_intensity", "wind", wind is None, "None with field 'power' (it applies to field "
-                     "'advection_diffusion' only)", "a wind")
-    else:
+    if field == "power":  # the checks build their messages only on failure (this runs every step)
+        if not (wind is None and math.isfinite(exponent) and exponent >= 0):
+            check_option("odor_intensity", "exponent", math.isfinite(exponent) and exponent >= 0, "finite and >= 0",
+                         exponent)
+            check_option("odor_intensity", "wind", wind is None, "None with field 'power' (it applies to field "
+                         "'advection_diffusion' only)", "a wind")
+    elif field == "advection_diffusion":
         for name, v in (("diffusivity", diffusivity), ("decay", decay)):
             check_option("odor_intensity", name, math.isfinite(v) and v > 0, "finite and > 0", v)
+    else:
+        check_option("odor_intensity", "field", False, " or ".join(map(repr, ODOR_FIELDS)), repr(field))
     torch.ops.flycuda.odor_intensity.default(sources, peaks, sensors, out, field, float(exponent), wind,
                                              float(diffusivity), float(decay))
 
