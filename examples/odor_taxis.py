@@ -5,6 +5,7 @@ to odor walking straight on.
 
     flycuda env odor_taxis --action descending --policy examples/odor_taxis.py --worlds 8
     python examples/odor_taxis.py --worlds 8 --duration 1.0      # reached: the rule vs blind
+    python examples/odor_taxis.py --worlds 8 --windy             # in each world's wind and scene
 
 The rule, per world, from the ``odor`` observations I [k = 2, 4 sensors: palp L, R, antenna L, R]
 (dimension 0 attracts, 1 repels)::
@@ -16,7 +17,10 @@ The rule, per world, from the ``odor`` observations I [k = 2, 4 sensors: palp L,
     drives = (1, 1), the right one less 0.8 |bn| when bn > 0, else the left one
 
 so the fly turns toward the stronger attractive odor and away from the aversive one; each
-decision holds for 1.x's 0.05 s (``control_dt``).
+decision holds for 1.x's 0.05 s (``control_dt``). ``--windy`` draws a scene per world at reset
+(:data:`WINDY`: the advection-diffusion field in a 0.5 to 1 m/s wind that also drags the fly,
+0 to 2 aversive sources out, peaks within 30%); a world with no aversive odor turns on the
+attractive one alone.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import flycuda.env as fe
 DECISION_DT = 0.05  # s: FlyGym 1.x's decision_interval
 PALP_ANTENNA = (1.0, 9.0)  # the attractive odor's weights; the aversive one's: (0, 10)
 GAINS = (500.0, 80.0)  # attractive, aversive
+WINDY = dict(field="advection_diffusion", wind=(200.0, 400.0), aversive=(0, 2), peak_spread=0.3)
+"""--windy's scene options (flycuda.env.odor_tasks.OdorTaxis; wind in body lengths/s: 0.5 to 1 m/s)."""
 
 
 def odor_drives(odor: torch.Tensor, gains=GAINS) -> torch.Tensor:
@@ -38,7 +44,9 @@ def odor_drives(odor: torch.Tensor, gains=GAINS) -> torch.Tensor:
     wp, wa = PALP_ANTENNA
     a = (wp * odor[:, 0, 0:2] + wa * odor[:, 0, 2:4]) / (wp + wa)
     v = odor[:, 1, 2:4]
-    b = -gains[0] * (a[:, 0] - a[:, 1]) / a.mean(1) + gains[1] * (v[:, 0] - v[:, 1]) / v.mean(1)
+    tiny = 1e-30  # no odor of a kind (a world without aversive sources): no turn from it
+    b = -gains[0] * (a[:, 0] - a[:, 1]) / a.mean(1).clamp(min=tiny) + \
+        gains[1] * (v[:, 0] - v[:, 1]) / v.mean(1).clamp(min=tiny)
     bn = torch.tanh(b * b) * torch.sign(b)
     drives = torch.ones(odor.shape[0], 2, device=odor.device)
     cut = 0.8 * bn.abs()
@@ -61,12 +69,13 @@ def make_policy(env, blind: bool = False):
     return policy
 
 
-def measure(worlds: int, duration: float, blind: bool, device=None, seed: int = 0) -> dict:
+def measure(worlds: int, duration: float, blind: bool, device=None, seed: int = 0, scene: dict | None = None) -> dict:
     """One episode of ``duration`` s per world (no truncation): the fraction of worlds that came
     within the task's reach of the attractive source (before any fall), their mean closest
-    distance (body lengths), and the thorax's path of every world."""
+    distance (body lengths), and the thorax's path of every world. ``scene``: the task's scene
+    options (e.g. :data:`WINDY`)."""
     env = fe.make("odor_taxis", worlds=worlds, model="neuromechfly", action="descending", device=device, seed=seed,
-                  control_dt=DECISION_DT, max_episode_steps=0)
+                  control_dt=DECISION_DT, max_episode_steps=0, **(scene or {}))
     obs, info = env.reset(seed=seed)
     policy = make_policy(env, blind)
     reached = torch.zeros(worlds, dtype=torch.bool, device=env.device)
@@ -91,10 +100,11 @@ def main(argv=None) -> None:
     ap.add_argument("--duration", type=float, default=1.0, help="simulated seconds per world")
     ap.add_argument("--device", default=None)
     ap.add_argument("--plot", default=None, metavar="PATH.png", help="the paths over the odor, both controllers")
+    ap.add_argument("--windy", action="store_true", help="a scene per world: wind, aversive count, peaks (WINDY)")
     a = ap.parse_args(argv)
     runs = {}
     for name, blind in (("odor rule", False), ("blind", True)):
-        r = runs[name] = measure(a.worlds, a.duration, blind, a.device)
+        r = runs[name] = measure(a.worlds, a.duration, blind, a.device, scene=WINDY if a.windy else None)
         print(f"{name}: {100 * r['reached']:.0f}% of {r['worlds']} worlds reached the attractive source in "
               f"{a.duration:g} s (mean closest {r['closest']:.2f} body lengths, {r['fell']} fell)", flush=True)
     if a.plot:

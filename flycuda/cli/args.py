@@ -4,9 +4,10 @@ it expected (argparse prints it as ``flycuda: error: ...``)."""
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 
-__all__ = ["positive_int", "positive_float", "nonnegative_float", "size", "offsets", "add_store_options"]
+__all__ = ["positive_int", "positive_float", "nonnegative_float", "size", "offsets", "task_option", "add_store_options"]
 
 
 def positive_int(s: str) -> int:
@@ -52,6 +53,19 @@ def offsets(s: str) -> list[float]:
         return [float(x) for x in s.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated seconds, got {s!r}") from None
+
+
+def task_option(s: str) -> tuple[str, object]:
+    """``NAME=VALUE``: one of a task's options; VALUE a Python literal (``0.5``, ``(200, 400)``,
+    ``None``, ``True``) or else the text itself (``advection_diffusion``)."""
+    name, eq, text = s.partition("=")
+    if not eq or not name.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (e.g. wind=(200,400)), got {s!r}")
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        value = text.strip()
+    return name.strip(), value
 
 
 def add_store_options(parser, record_help: str) -> None:

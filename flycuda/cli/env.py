@@ -4,6 +4,7 @@ its observations, actions and rewards streamed into a store, a report of what ha
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -20,7 +21,7 @@ from ..render.frames import VIDEO_FPS
 from ..replay.playback import render_recording
 from ..vision.stage import readouts_observable
 from ..worlds import NAMED_MODELS
-from .args import add_store_options, positive_float, positive_int, size
+from .args import add_store_options, positive_float, positive_int, size, task_option
 
 __all__ = ["add_parser", "run", "load_policy"]
 
@@ -48,6 +49,9 @@ def add_parser(sub) -> None:
                    help="exact, fast or fast:K (the replay's grammar, without a rate: the eyes are read every "
                         "control step): the eyes join the observations (default fast:2 for approach on neuromechfly)")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
+                   help="one of the task's options, e.g. wind=(200,400) or field=advection_diffusion (repeatable; "
+                        "the task's docstring lists them)")
     e.add_argument("--action", choices=list(ACTIONS), default="joints",
                    help="joints (the driven joints' targets, default) or descending (two drives per world into "
                         "FlyGym's hybrid turning controller; neuromechfly)")
@@ -140,6 +144,9 @@ def run(args) -> int:
     if suffix and suffix != ".zarr":
         raise EnvError(f"--record writes a zarr store (a folder), not a {suffix} file: name it OUT.zarr, got "
                        f"{args.record}")
+    clash = sorted(set(dict(args.task_option)) & set(inspect.signature(make).parameters))
+    if clash:
+        raise EnvError(f"--task-option {clash[0]} is an option of every task: use --{clash[0].replace('_', '-')}")
     defaults = TASK_DEFAULTS.get(args.task, {})
     if args.model is None:
         args.model = defaults.get("model", "hexapod")
@@ -147,7 +154,7 @@ def run(args) -> int:
             args.vision = defaults.get("vision")
     env = make(args.task, args.worlds, model=args.model, device=args.device, control_dt=args.control_dt,
                max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed, action=args.action,
-               terrain=args.terrain)
+               terrain=args.terrain, **dict(args.task_option))
     policy = load_policy(args.policy, env)
     steps = max(1, round(args.duration / env.control_dt))
     obs, _ = env.reset(seed=args.seed)

@@ -32,12 +32,13 @@ from ..sim.mjwarp import Sim
 from ..worlds import NAMED_MODELS, is_flygym_model, resolve
 from .core import JITTER_STATES, FlyVecEnv, decimation_of
 from .layout import GROUPS
+from .odor_draws import AIR_DENSITY, OdorDraws
 from .odor_tasks import OdorObstacles, OdorTaxis
 from .settle import SETTLE_SECONDS
 from .tasks import Approach, Imitate, Task, Walk, body_length
 
 __all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "OdorTaxis", "OdorObstacles", "GROUPS",
-           "ACTIONS", "TERRAINS", "JITTER_STATES", "TERRAIN_JITTER"]
+           "ACTIONS", "TERRAINS", "JITTER_STATES", "TERRAIN_JITTER", "OdorDraws", "AIR_DENSITY"]
 
 ACTIONS = ("joints", "descending")
 """What an environment's actions are (``make(..., action=)``): the driven joints' target angles,

@@ -251,6 +251,7 @@ class FlyVecEnv(VectorEnv):
         qpos, qvel = self.sim.view("qpos"), self.sim.view("qvel")
         ops.reset_worlds(self.done, *self._init, self.seed_value, qpos, qvel, self.world_steps, self.episodes,
                          self.offsets)
+        self.task.on_reset(self, self.done)
         if self.descending is not None:
             self.descending.reset(self.done)
         if self._forces:
@@ -346,6 +347,7 @@ class FlyVecEnv(VectorEnv):
         self.sim.view("qpos").copy_(qpos.to(self.device))
         self.sim.view("qvel").copy_(qvel.to(self.device))
         self.offsets.copy_(f.to(self.device))
+        self.task.on_reset(self, self.done)  # the same draws, on these states
 
     def step(self, actions: torch.Tensor):
         """One control step of every world: ``(obs, rewards, terminations, truncations, info)``,

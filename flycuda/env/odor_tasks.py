@@ -14,6 +14,7 @@ import torch
 
 from ..errors import EnvError
 from ..sim.bodies import add_bodies
+from .odor_draws import AIR_DENSITY, OdorDraws, check_draws
 from .smell import add_sensors
 from .tasks import Task, body_length, slide_adrs, slide_joints
 
@@ -40,12 +41,21 @@ class OdorTaxis(Task):
     whole arrangement turned about the fly's start by a bearing in [-``spread``, ``spread``] rad
     (one of ``arrangements``, golden-ratio spaced) and each source moved along x and along y by up
     to ``jitter`` body lengths of noise at every reset. The odor is 1.x's default field, ``|r| ** -2``
-    (:func:`flycuda.ops.odor_intensity`). Reward per control step::
+    (:func:`flycuda.ops.odor_intensity`), or with ``field="advection_diffusion"`` the 2026 course's
+    plume in each world's wind (``diffusivity`` in body lengths^2/s: the default is the course's
+    20000 mm^2/s on NeuroMechFly; ``decay`` 1/s).
+
+    Each reset also draws, per world (:class:`flycuda.env.odor_draws.OdorDraws`): how many aversive
+    sources are out (``aversive=(lo, hi)``; None: all), each source's peaks times
+    ``1 + peak_spread * u``, and a wind of ``wind=(lo, hi)`` body lengths/s blowing from the
+    attractive source toward the fly, turned by up to ``wind_spread`` rad. With a wind and
+    ``wind_force`` (the default) the model gets air and MuJoCo's fluid forces push the fly by its
+    world's wind. Reward per control step::
 
         r = (v_xy . u_a) / L  -  mean_i (v_xy . u_i) / L
 
     the closing speed to the attractive source (u_a: the unit vector from the thorax to it in
-    the floor plane) less the mean closing speed to the aversive ones, in body lengths per
+    the floor plane) less the mean closing speed to the aversive ones that are out, in body lengths per
     second. Observations: the fly's pose and velocities and ``odor`` ([2, 4]: each dimension at
     the palps and antennae). It works with ``action="descending"`` (1.x drove it so) and with
     joint actions.
@@ -60,15 +70,30 @@ class OdorTaxis(Task):
     observe = ("joints", "joint_vel", "thorax_height", "thorax_quat", "thorax_vel", "odor")
 
     def __init__(self, *, scale: float = 1 / 3, spread: float = math.pi / 4, arrangements: int = 16,
-                 jitter: float = 0.2, reach: float = 2.0, **kw):
+                 jitter: float = 0.2, reach: float = 2.0, field: str = "power", diffusivity: float = 3200.0,
+                 decay: float = 500.0, aversive: tuple[int, int] | None = None, peak_spread: float = 0.0,
+                 wind: tuple[float, float] = (0.0, 0.0), wind_spread: float = math.pi, wind_force: bool = True,
+                 **kw):
         super().__init__(**kw)
         if not (0 < scale < math.inf and 0 <= spread <= math.pi and isinstance(arrangements, int)
                 and arrangements >= 1 and 0 <= jitter < math.inf and 0 < reach < math.inf):
             raise EnvError(f"odor_taxis needs scale > 0, 0 <= spread <= pi, arrangements >= 1, jitter >= 0 and "
                            f"reach > 0, got scale={scale}, spread={spread}, arrangements={arrangements}, "
                            f"jitter={jitter}, reach={reach}")
+        if field not in ("power", "advection_diffusion") or not (0 < diffusivity < math.inf and 0 < decay < math.inf):
+            raise EnvError(f"{self.name} needs field 'power' or 'advection_diffusion', diffusivity > 0 and decay > 0, "
+                           f"got field={field!r}, diffusivity={diffusivity}, decay={decay}")
         self.scale, self.spread, self.arrangements, self.jitter, self.reach = scale, spread, arrangements, jitter, reach
+        self.field, self.diffusivity, self.decay = field, float(diffusivity), float(decay)
         self.odor_peaks = [list(p) for p in FLYGYM1_PEAKS]
+        self._scene = dict(aversive=None if aversive is None else tuple(aversive), peak_spread=float(peak_spread),
+                           wind=tuple(float(w) for w in wind), wind_spread=float(wind_spread))
+        self.wind_force = bool(wind_force)
+        self.draws: OdorDraws | None = None
+        self._draws_env = None
+
+    def _check_scene(self) -> None:
+        check_draws(self.name, n_aversive=len(self.odor_peaks) - 1, **self._scene)
 
     # -- the model ---------------------------------------------------------------------------
     def bodies(self, length: float) -> list[dict]:
@@ -84,13 +109,33 @@ class OdorTaxis(Task):
     def decorate(self, spec, length: float) -> None:
         add_bodies(spec, self.bodies(length))
         add_sensors(spec, length)
+        if self._pushes():  # air, so that MuJoCo Warp computes fluid forces (the env's units: mm and g, or m and kg)
+            spec.option.density = AIR_DENSITY["mm" if length == body_length("mm") else "m"]
+
+    def _pushes(self) -> bool:
+        return self.wind_force and self._scene["wind"][1] > 0
 
     def odor(self, env) -> dict:
         """What :class:`flycuda.env.smell.Smell` reads: the sources' (x, y) qpos addresses, their
-        heights and peaks, the field."""
-        u = body_length(env.model_unit) / 2.5
-        return dict(source_adrs=self._adrs(env), heights=[FLYGYM1_HEIGHT * u] * len(self.odor_peaks),
-                    peaks=self.odor_peaks, field="power", exponent=2.0)
+        heights, each world's peaks and wind (:attr:`draws`), the field."""
+        L = body_length(env.model_unit)
+        draws = self.scene(env)
+        wind = draws.wind[:, :2] if self.field == "advection_diffusion" else None
+        return dict(source_adrs=self._adrs(env), heights=[FLYGYM1_HEIGHT * L / 2.5] * len(self.odor_peaks),
+                    peaks=draws.peaks, field=self.field, exponent=2.0, wind=wind,
+                    diffusivity=self.diffusivity * L * L, decay=self.decay)
+
+    def scene(self, env) -> OdorDraws:
+        """The worlds' drawn scenes (:class:`flycuda.env.odor_draws.OdorDraws`), made once per env."""
+        if self.draws is None or self._draws_env is not env:
+            self._check_scene()
+            self.draws = OdorDraws(env, self.odor_peaks, self._adrs(env), length=body_length(env.model_unit),
+                                   **self._scene)
+            self._draws_env = env
+        return self.draws
+
+    def on_reset(self, env, done) -> None:
+        self.scene(env).draw(env, done)
 
     def _adrs(self, env) -> list[tuple[int, int]]:
         return [slide_adrs(env, f"odor_source_{i}", "the odor_taxis task's sources are missing from the model: build "
@@ -155,6 +200,11 @@ class OdorTaxis(Task):
         self._v = v[:, lay.root_dof:lay.root_dof + 2]
         self.distance, self.reached = (torch.zeros(W, device=dev) for _ in range(2))
         self._reach = self.reach * self.L / 2.5
+        draws = self.scene(env)
+        if self._pushes():
+            draws.push(env.sim)
+        self._out = draws.out[:, 1:]  # the aversive sources that are out, 1.0 / 0.0
+        self._count, self._aw = torch.empty(W, device=dev), torch.empty(W, self._out.shape[1], device=dev)
 
     def measure(self, env) -> None:
         torch.index_select(env.sim.view("qpos"), 1, self._src, out=self._xy)
@@ -173,7 +223,10 @@ class OdorTaxis(Task):
         torch.mul(self._d, self._v.unsqueeze(1), out=self._dv)
         torch.sum(self._dv, 2, out=self._close)
         self._close.div_(self._n).mul_(1.0 / self.L)
-        torch.mean(self._close[:, 1:], 1, out=self._away)
+        torch.mul(self._close[:, 1:], self._out, out=self._aw)
+        torch.sum(self._aw, 1, out=self._away)  # their mean, over those out
+        torch.sum(self._out, 1, out=self._count)
+        self._away.div_(self._count.clamp_(min=1.0))
         env.rewards.copy_(self._close[:, 0]).sub_(self._away)
 
 

@@ -89,23 +89,32 @@ class Smell:
         sim: the worlds (:class:`flycuda.sim.Sim`).
         source_adrs: [n] (x, y) qpos addresses of each source's slide joints.
         heights: [n] each source's fixed height (its body's z).
-        peaks: [n, k] each source's peak intensity per odor dimension.
+        peaks: [n, k] each source's peak intensity per odor dimension, or a float32 [W, n, k]
+            tensor on the worlds' device, read each step as it is then (a task's per-world
+            draws: :class:`flycuda.env.odor_draws.OdorDraws`).
         out: float32 [W, k, 4] to write (a view of the environment's own columns).
         field, exponent: :func:`flycuda.ops.odor_intensity`'s ("power": FlyGym 1.x's default).
+        wind: "advection_diffusion": float32 [W, 2] (any strides), each world's wind, read each
+            step as it is then; None: still air.
+        diffusivity, decay: "advection_diffusion": the op's.
     """
 
     def __init__(self, sim, source_adrs, heights, peaks, out: torch.Tensor, *, field: str = "power",
-                 exponent: float = 2.0):
+                 exponent: float = 2.0, wind: torch.Tensor | None = None, diffusivity: float = 20000.0,
+                 decay: float = 500.0):
         W, dev = sim.nworld, sim.device
         n = len(source_adrs)
-        peaks = torch.as_tensor(peaks, dtype=torch.float32)
-        if peaks.dim() != 2 or peaks.shape[0] != n or len(heights) != n or n < 1:
-            raise EnvError(f"odor sources: {n} sources need {n} heights and peaks [n, k], got {len(heights)} and "
-                           f"{tuple(peaks.shape)}")
-        if tuple(out.shape) != (W, peaks.shape[1], len(SENSORS)):
-            raise EnvError(f"odor: out must be [W, k, 4] = {[W, peaks.shape[1], len(SENSORS)]}, got {list(out.shape)}")
+        peaks = peaks if isinstance(peaks, torch.Tensor) else torch.as_tensor(peaks, dtype=torch.float32)
+        k = peaks.shape[-1] if peaks.dim() else 0
+        shaped = peaks.dim() == 2 or (peaks.dim() == 3 and peaks.shape[0] == W)
+        if not shaped or peaks.shape[-2] != n or len(heights) != n or n < 1:
+            raise EnvError(f"odor sources: {n} sources need {n} heights and peaks [n, k] or [W, n, k] (W = {W}), "
+                           f"got {len(heights)} and {tuple(peaks.shape)}")
+        if tuple(out.shape) != (W, k, len(SENSORS)):
+            raise EnvError(f"odor: out must be [W, k, 4] = {[W, k, len(SENSORS)]}, got {list(out.shape)}")
         self.sim, self.out, self.field, self.exponent = sim, out, field, float(exponent)
-        self.peaks = peaks.to(dev)
+        self.wind, self.diffusivity, self.decay = wind, float(diffusivity), float(decay)
+        self.peaks = peaks.to(device=dev, dtype=torch.float32)
         self._adrs = torch.tensor([a for xy in source_adrs for a in xy], dtype=torch.int64, device=dev)
         self._xy = torch.empty(W, 2 * n, device=dev)
         self.sources = torch.empty(W, n, 3, device=dev)
@@ -121,4 +130,8 @@ class Smell:
         torch.index_select(self.sim.view("qpos"), 1, self._adrs, out=self._xy)
         self.sources[:, :, :2].copy_(self._xy.view(-1, self._adrs.numel() // 2, 2))
         torch.index_select(self.sim.view("site_xpos"), 1, self._sites, out=self.sensors)
-        odor_intensity(self.sources, self.peaks, self.sensors, self.out, field=self.field, exponent=self.exponent)
+        if self.field == "power":
+            odor_intensity(self.sources, self.peaks, self.sensors, self.out, exponent=self.exponent)
+        else:
+            odor_intensity(self.sources, self.peaks, self.sensors, self.out, field=self.field, wind=self.wind,
+                           diffusivity=self.diffusivity, decay=self.decay)

@@ -108,6 +108,10 @@ class Task:
         again here. Most tasks keep them."""
         return qpos, qvel
 
+    def on_reset(self, env, done: torch.Tensor) -> None:
+        """After the worlds ``done`` marks (bool [W]) got their initial states, on the device
+        (captured with the step): a task draws the rest of their scene here. Most tasks have none."""
+
     def noise_scales(self, env) -> tuple[torch.Tensor, torch.Tensor]:
         """(qpos_noise [nq], qvel_noise [nv]): ``noise`` rad on the driven joints' angles,
         10x that in rad/s on their velocities, nothing on the root."""

@@ -134,3 +134,36 @@ def test_odor_obstacles_sees_and_smells():
     assert (seen.sum(1) < far.sum(1)).all(), "the pillars are dark in the eyes"
     obs, rew, *_ = env.step(torch.ones(2, 2))
     assert rew.isfinite().all()
+
+
+@pytest.mark.needs_flygym
+@pytest.mark.needs_warp
+def test_the_wind_drags_neuromechfly_in_air_of_its_units():
+    """odor_taxis with a wind on NeuroMechFly (mm and g): the model gets air's density in g/mm^3,
+    and each world's wind (400 body lengths/s: 1 m/s) drags the fly along it through MuJoCo Warp's
+    fluid forces, by about what air does to a fly (of the order of 1 uN = 1 g mm/s^2 at 1 m/s,
+    a tenth of its weight or less); the odor is the advection-diffusion field in that wind."""
+    import flycuda.env as fe
+    from flycuda.env.smell import sensor_sites
+    from flycuda.reference.odor import odor_intensity
+
+    env = fe.make("odor_taxis", worlds=2, model="neuromechfly", device="cpu", seed=1, field="advection_diffusion",
+                  wind=(400.0, 400.0), aversive=(0, 2), peak_spread=0.3)
+    assert env.sim.mjm.opt.density == pytest.approx(1.2e-6) and env.sim.model.has_fluid
+    obs, _ = env.reset(seed=2)
+    d = env.task.draws
+    torch.testing.assert_close(d.wind.norm(dim=1), torch.full((2,), 1000.0), rtol=1e-5, atol=0)  # mm/s
+    env.sim.kinematics()
+    q = env.sim.view("qpos")
+    src = torch.stack([torch.stack([q[:, ax], q[:, ay], torch.full((2,), 1.5)], 1) for ax, ay in env.task._adrs(env)],
+                      1)
+    want = odor_intensity(src, d.peaks, env.sim.view("site_xpos")[:, sensor_sites(env.sim.mjm)], torch.empty(2, 2, 4),
+                          field="advection_diffusion", wind=d.wind[:, :2], diffusivity=20000.0, decay=500.0)
+    torch.testing.assert_close(obs[:, env.obs_slice("odor")], want.view(2, -1), rtol=2e-6, atol=0)
+    for _ in range(5):
+        env.step(torch.zeros(env.action_space.shape))
+    root = env.layout.root_dof
+    push = torch.as_tensor(env.sim.data.qfrc_fluid.numpy()[:, root:root + 2]).double()
+    cos = (push * d.wind[:, :2].double()).sum(1) / (push.norm(dim=1) * 1000.0)
+    assert (cos > 0.8).all(), f"the drag follows each world's wind: cos {cos.tolist()}"
+    assert ((push.norm(dim=1) > 0.05) & (push.norm(dim=1) < 5.0)).all(), f"drag (uN) {push.norm(dim=1).tolist()}"
