@@ -110,6 +110,13 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "odor_intensity(Tensor sources, Tensor peaks, Tensor sensors, Tensor(a!) out, str field, float exponent, "
       "Tensor? wind, float diffusivity, float decay) -> ()");
+  // One Euler step of flyvis's connectome-constrained network for B eyes
+  // (csrc/kernels/connectome_step.cuh): out[b, n] = v + (1 / max(tau, dt)) ((-v + bias) + s + x) dt,
+  // s the sum over node n's incoming edges (CSR rowptr/src/weight, in order) of weight *
+  // relu(v[b, src]), x = stimulus[b, n % C] for the first input_nodes nodes.
+  m.def(
+      "connectome_step(Tensor v, Tensor stimulus, Tensor rowptr, Tensor src, Tensor weight, Tensor bias, Tensor tau, "
+      "Tensor(a!) out, float dt, int input_nodes) -> ()");
   // A replayed odor plume at every world's sensors (csrc/kernels/odor_plume.cuh): out[w, s] = the
   // grid [T, X, Y(, Z)] (node i at origin + i * spacing, frame t at t / fps) read at sensors[w, s]
   // bilinearly (trilinearly) and at time[w] linearly, in float64; NaN outside the grid; the

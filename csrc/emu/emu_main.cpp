@@ -15,6 +15,7 @@
 #include "kernels/episode.cuh"
 #include "kernels/hybrid_step.cuh"
 #include "kernels/hybrid_senses.cuh"
+#include "kernels/connectome_step.cuh"
 #include "kernels/odor_intensity.cuh"
 #include "kernels/odor_plume.cuh"
 #include "kernels/rule_step.cuh"
@@ -436,6 +437,20 @@ void run_odor_plume(Case& c) {
   c.save("out");
 }
 
+// As csrc/cuda/connectome_step.cu: v, stimulus and out strided (base buffer, offset, strides);
+// the network's tables contiguous.
+void run_connectome_step(Case& c) {
+  k::ConnectomePlan p;
+  p.B = c.i64("B"), p.N = c.i64("N"), p.E = c.i64("E"), p.C = c.i64("C"), p.input_nodes = c.i64("input_nodes");
+  p.dt = static_cast<float>(c.f64("dt"));
+  p.v_s0 = c.i64("v_s0"), p.v_s1 = c.i64("v_s1"), p.x_s0 = c.i64("stimulus_s0"), p.x_s1 = c.i64("stimulus_s1");
+  p.out_s0 = c.i64("out_s0"), p.out_s1 = c.i64("out_s1");
+  const auto at = [&](const char* name) { return c.arr(name).data<float>() + c.i64(std::string(name) + "_offset"); };
+  k::launch_connectome_step(kLaunch, at("v"), at("stimulus"), c.arr("rowptr").data<int32_t>(), c.ptr<int32_t>("src"),
+                            c.ptr<float>("weight"), c.arr("bias").data<float>(), c.arr("tau").data<float>(), at("out"), p);
+  c.save("out");
+}
+
 // A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
 // after FLYCUDA_EMU_TIMEOUT seconds (default 300) the program says so and exits.
 void on_alarm(int) {
@@ -463,6 +478,7 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"hybrid_senses", run_hybrid_senses},
       {"odor_intensity", run_odor_intensity},
       {"odor_plume", run_odor_plume},
+      {"connectome_step", run_connectome_step},
       {"render_tiles", run_render_tiles},
   };
   return table;

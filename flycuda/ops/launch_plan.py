@@ -69,6 +69,9 @@ PLUME_THREADS = 128            # kPlumeThreads: (world, sensor) pairs per block
 PLUME_TIME_MODES = ("clamp", "loop")  # kPlumeClamp, kPlumeLoop
 """How :func:`flycuda.ops.odor_plume` maps a time outside the recording into it, in the kernel's order."""
 
+# csrc/kernels/connectome_step.cuh (one step of flyvis's network for a batch of eyes)
+CONNECTOME_THREADS = 256       # kConnectomeThreads: (b, n) pairs per block
+
 INT32_MAX = 2 ** 31 - 1
 
 

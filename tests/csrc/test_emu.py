@@ -62,6 +62,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import emu
+from helpers.connectome import connectome_args
 from helpers.cases import (
     EPISODE_OPS,
     M2C_SHAPES,
@@ -1208,6 +1209,44 @@ def test_odor_plume(sanitizer):
         assert got.contiguous().numpy().tobytes() == want.contiguous().numpy().tobytes(), i
 
 
+
+def _connectome_case(a: dict) -> emu.Case:
+    B, N = a["out"].shape
+    case = emu.Case("connectome_step", B=B, N=N, E=a["src"].shape[0], C=a["stimulus"].shape[1],
+                    input_nodes=a["input_nodes"], dt=float(a["dt"]))
+    for name in ("rowptr", "src", "weight", "bias", "tau"):
+        case.array(name, a[name])
+    for name in ("v", "stimulus", "out"):
+        case.strided(name, a[name], name)
+    return case
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_connectome_step(sanitizer):
+    """flyvis's network step on the emulated grid: bit for bit the CPU op (the same per-node
+    function) in every layout, partial blocks (5 x 301 threads), nodes without inputs; and a
+    corrupted map, which the op would refuse, read safely: a source out of range reads NaN (its
+    target only) and a row past the edges stops at E."""
+    args = [connectome_args(5, 301, 7, 8, "node_major", seed=1), connectome_args(2, 37, 5, 3, "strided", seed=2),
+            connectome_args(1, 1, 1, 1, seed=3), connectome_args(3, 64, 64, 0, seed=4)]
+    expected = []
+    for a in args:
+        cpu = clone_args(a)
+        flycuda.ops.connectome_step(**cpu)
+        expected.append(cpu["out"])
+    bad = connectome_args(2, 20, 4, 1, seed=5)
+    hit = next(n for n in range(20) if bad["rowptr"][n + 1] > bad["rowptr"][n])  # a node with inputs
+    bad["src"][int(bad["rowptr"][hit])] = 999  # its first input
+    bad["rowptr"][-1] += 5
+    cases = [_connectome_case(clone_args(a)) for a in args + [bad]]
+    emu.run(cases, sanitizer)
+    for i, (case, want) in enumerate(zip(cases, expected)):
+        base, offset, strides = emu.base_of(want)
+        got = torch.as_strided(torch.as_tensor(case.out["out"]), want.shape, strides, offset)
+        assert got.contiguous().numpy().tobytes() == want.contiguous().numpy().tobytes(), i
+    got = torch.as_tensor(cases[-1].out["out"]).view(2, 20)
+    assert got[:, hit].isnan().all() and got[:, [n for n in range(20) if n != hit]].isfinite().all()
+
 # Lines that no valid input reaches (kept as defensive code).
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
@@ -1221,7 +1260,7 @@ def test_cases_execute_every_kernel_line():
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
                  "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh", "kernels/rule_step.cuh",
                  "kernels/hybrid_senses.cuh", "kernels/odor_intensity.cuh", "kernels/odor_plume.cuh",
-                 "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
+                 "kernels/connectome_step.cuh", "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"
     gaps = {name: [(n, text) for n, text in lines if (os.path.basename(name), text) not in UNREACHABLE]

@@ -41,6 +41,7 @@ def _constant(path: str, name: str) -> int:
     ("render_tiles.cuh", "kRefitThreads", "REFIT_THREADS"),
     ("render_tiles.cuh", "kTileW", "RENDER_TILE_W"),
     ("render_tiles.cuh", "kTileH", "RENDER_TILE_H"),
+    ("connectome_step.cuh", "kConnectomeThreads", "CONNECTOME_THREADS"),
 ])
 def test_python_mirror_equals_the_headers(header, name, mirror):
     assert getattr(launch_plan, mirror) == _constant(os.path.join(KERNELS, header), name)
@@ -88,7 +89,7 @@ RENAMED = {("motion_to_ctrl", "frame_mode"): "mode", ("spline_to_ctrl", "frame_m
 
 @pytest.mark.parametrize("name", ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "record_qpos", "record_chunk",
                                   "pool_ommatidia", "hybrid_step", "rule_step", "hybrid_senses",
-                                  "odor_intensity", "odor_plume"])
+                                  "odor_intensity", "odor_plume", "connectome_step"])
 def test_schema_names_are_the_wrappers(name):
     schema = [RENAMED.get((name, a), a) for a in _schema_args(getattr(torch.ops.flycuda, name))]
     wrapper = list(inspect.signature(getattr(ops, name)).parameters)

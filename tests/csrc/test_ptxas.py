@@ -64,6 +64,7 @@ KERNELS += [("hybrid_senses", f"flycuda::kernels::senses_bodies_kernel<{index}>"
 KERNELS += [("hybrid_senses", "flycuda::kernels::senses_contacts_kernel")]
 KERNELS += [("odor_intensity", "flycuda::kernels::odor_intensity_kernel")]
 KERNELS += [("odor_plume", "flycuda::kernels::odor_plume_kernel")]
+KERNELS += [("connectome_step", "flycuda::kernels::connectome_step_kernel")]
 BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia", "episode",
             "hybrid_senses"}
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
@@ -83,6 +84,9 @@ RULE_BUDGET = (64, 64)
 # The plume, one thread per (world, sensor): its per-axis nodes and weights in registers through a
 # fixed trip count (measured 54 registers, no stack; a runtime-bounded loop put them on a 72 B stack).
 ODOR_BUDGET = (64, 0)
+# flyvis's network, one thread per (eye, node): a row of edges summed in order (measured 32
+# registers, no stack, with nvcc 13.0 for sm_90); 32 leaves 64 resident warps per SM.
+CONNECTOME_BUDGET = (32, 0)
 # Static shared memory (bytes) at most; every other kernel: none.
 SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632, "refit_top_kernel": 13824}
 
@@ -91,6 +95,7 @@ def probe_source() -> str:
     lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/episode.cuh"', '#include "kernels/hybrid_step.cuh"',
              '#include "kernels/rule_step.cuh"', '#include "kernels/hybrid_senses.cuh"',
              '#include "kernels/odor_intensity.cuh"', '#include "kernels/odor_plume.cuh"',
+             '#include "kernels/connectome_step.cuh"',
              '#include "kernels/motion_to_ctrl.cuh"',
              '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record.cuh"',
              '#include "kernels/render_tiles.cuh"', "",
@@ -169,6 +174,8 @@ def _budget(r: dict) -> tuple[int, int] | None:
         return RULE_BUDGET
     if r["family"] in ("odor_intensity", "odor_plume"):
         return ODOR_BUDGET
+    if r["family"] == "connectome_step":
+        return CONNECTOME_BUDGET
     for kernel, budget in RENDER_BUDGETS.items():
         if f"::{kernel}(" in r["name"] or r["name"].endswith(kernel):
             return budget
@@ -199,6 +206,8 @@ def _family(name: str) -> str:
         return "odor_intensity"
     if "odor_plume_kernel" in name:
         return "odor_plume"
+    if "connectome_step_kernel" in name:
+        return "connectome_step"
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
     for fam in ("record_kernel", "advance_step", "pool_ommatidia", "render_tiles", "refit_top"):

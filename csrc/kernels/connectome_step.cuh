@@ -1,0 +1,97 @@
+// flycuda: connectome_step — one Euler step of flyvis's connectome-constrained network (issue 40)
+// for a batch of eyes, and the launch plan. nvcc (csrc/cuda/connectome_step.cu), the host compiler
+// (the CPU twin, csrc/connectome_step.cpp) and the emulator compile this one file. No ATen.
+//
+// One thread per (b, n), the batch fastest (t = n * B + b: a warp reads one row of the network
+// once and, with the voltages laid out node-major, their 32 sources side by side):
+//   s = sum over the edges e of row n, in order, of weight[e] * relu(v[b, src[e]])     (from +0)
+//   a = ((-v[b, n] + bias[n]) + s) + x,  x = 0 + stimulus[b, n % C] for n < input_nodes, else 0
+//   out[b, n] = v[b, n] + ((1 / max(tau[n], dt)) * a) * dt
+// every operation a float32 rounding (the build's --fmad=false), in flyvis 1.2.0's order
+// (network/dynamics.py, PPNeuronIGRSynapses; network.py, Network._next_state): its CPU
+// scatter_add_ sums each node's inputs in edge order, which the rows keep (a stable sort of the
+// edges by target: flycuda.vision.connectome). relu(NaN) is NaN, as torch's. A source outside
+// [0, N) reads NaN and a row is read only within [0, E): corrupted maps are never a memory error.
+// The reference is flycuda.reference.connectome.connectome_step.
+#pragma once
+
+#include "platform.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace flycuda {
+namespace kernels {
+
+constexpr int kConnectomeThreads = 256;  // (b, n) pairs per block
+
+struct ConnectomePlan {
+  int64_t B = 0, N = 0, E = 0;   // batch (eyes), nodes, edges
+  int64_t C = 1;                 // stimulus columns (input node n reads column n % C)
+  int64_t input_nodes = 0;       // nodes [0, input_nodes) get the stimulus
+  float dt = 0.0f;
+  int64_t v_s0 = 0, v_s1 = 0;    // v [B, N]
+  int64_t x_s0 = 0, x_s1 = 0;    // stimulus [B, C]
+  int64_t out_s0 = 0, out_s1 = 0;  // out [B, N]
+  FLYCUDA_HOST_DEVICE int64_t threads() const { return B * N; }
+};
+
+FLYCUDA_HOST_DEVICE inline float connectome_relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
+
+// Node n of batch entry b: its synaptic input, then the Euler step.
+FLYCUDA_HOST_DEVICE inline void connectome_node(const float* v, const float* stimulus, const int32_t* rowptr,
+                                                const int32_t* src, const float* weight, const float* bias,
+                                                const float* tau, float* out, const ConnectomePlan& p, int64_t b,
+                                                int64_t n) {
+  const float* vb = v + b * p.v_s0;
+  const int64_t lo = rowptr[n] < 0 ? 0 : rowptr[n];
+  const int64_t hi = rowptr[n + 1] > p.E ? p.E : rowptr[n + 1];
+  float s = 0.0f;
+  for (int64_t e = lo; e < hi; ++e) {
+    const int64_t j = src[e];
+    const float pre = (j >= 0 && j < p.N) ? connectome_relu(vb[j * p.v_s1]) : NAN;
+    s = s + weight[e] * pre;
+  }
+  const float x = n < p.input_nodes ? 0.0f + stimulus[b * p.x_s0 + (n % p.C) * p.x_s1] : 0.0f;
+  const float vn = vb[n * p.v_s1];
+  const float a = ((-vn + bias[n]) + s) + x;
+  const float t = tau[n];
+  const float inv = 1.0f / ((t != t || t > p.dt) ? t : p.dt);  // torch.max(tau, dt): NaN propagates
+  out[b * p.out_s0 + n * p.out_s1] = vn + (inv * a) * p.dt;
+}
+
+#if defined(__CUDACC__) || defined(FLYCUDA_EMU)  // the kernel and its launch: nvcc and the emulator
+
+__global__ void connectome_step_kernel(const float* __restrict__ v, const float* __restrict__ stimulus,
+                                       const int32_t* __restrict__ rowptr, const int32_t* __restrict__ src,
+                                       const float* __restrict__ weight, const float* __restrict__ bias,
+                                       const float* __restrict__ tau, float* __restrict__ out,
+                                       const ConnectomePlan p) {
+  // t = n * B + b < 2^31 (the checks): 32-bit division.
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.threads()) return;
+  const int32_t t32 = static_cast<int32_t>(t), B32 = static_cast<int32_t>(p.B);
+  connectome_node(v, stimulus, rowptr, src, weight, bias, tau, out, p, t32 % B32, t32 / B32);
+}
+
+// The launch (platform.h, "launch templates"): one thread per (b, n).
+template <class Launcher>
+void launch_connectome_step(Launcher&& launch, const float* v,  // [B, N], strided
+                            const float* stimulus,              // [B, C], strided
+                            const int32_t* rowptr,              // [N + 1]
+                            const int32_t* src,                 // [E]
+                            const float* weight,                // [E]
+                            const float* bias,                  // [N]
+                            const float* tau,                   // [N]
+                            float* out,                         // [B, N], strided
+                            const ConnectomePlan& p) {
+  if (p.threads() <= 0) return;
+  const unsigned int blocks = static_cast<unsigned int>((p.threads() + kConnectomeThreads - 1) / kConnectomeThreads);
+  launch(connectome_step_kernel, dim3(blocks), dim3(kConnectomeThreads), 0, v, stimulus, rowptr, src, weight, bias,
+         tau, out, p);
+}
+
+#endif  // __CUDACC__ || FLYCUDA_EMU
+
+}  // namespace kernels
+}  // namespace flycuda
