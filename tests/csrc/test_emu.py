@@ -62,7 +62,6 @@ import numpy as np
 import pytest
 import torch
 from helpers import emu
-from helpers.connectome import connectome_args
 from helpers.cases import (
     EPISODE_OPS,
     M2C_SHAPES,
@@ -78,6 +77,7 @@ from helpers.cases import (
     plume_args,
     senses_args,
 )
+from helpers.connectome import connectome_args
 from helpers.devices import poison_like, strided_view
 from helpers.images import assert_images_close, corrupt_scenes
 from helpers.worlds import fly_sim, prims_sim
