@@ -104,6 +104,11 @@ def pytest_collection_modifyitems(config, items):
     if not flygym_ok and os.environ.get("FLYCUDA_REQUIRE_FLYGYM") == "1":
         raise pytest.UsageError("FLYCUDA_REQUIRE_FLYGYM=1 (the FlyGym lane) but FlyGym cannot be imported "
                                 f"on Python {sys.version.split()[0]}")
+    flyvis_ok = sys.version_info < (3, 13) and installed("flyvis")
+    if flygym_ok and not flyvis_ok and os.environ.get("FLYCUDA_REQUIRE_FLYGYM") == "1":
+        raise pytest.UsageError("FLYCUDA_REQUIRE_FLYGYM=1 (the FlyGym lane) but flyvis is not installed: "
+                                "pip install --no-deps -r requirements-flyvis.txt (run.sh does)")
+    skip_flyvis = pytest.mark.skip(reason="needs flyvis (the FlyGym lane: requirements-flyvis.txt)")
     gl_ok = OSMESA
     skip_gl = pytest.mark.skip(reason="needs an OpenGL for MuJoCo's renderer (here: apt-get install libosmesa6)")
     skip_flygym = pytest.mark.skip(reason="needs FlyGym 2.x (Python >= 3.12; the FlyGym lane)")
@@ -116,6 +121,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_warp)
         if "needs_opengl" in item.keywords and not gl_ok:
             item.add_marker(skip_gl)
+        if "needs_flyvis" in item.keywords and not flyvis_ok:
+            item.add_marker(skip_flyvis)
 
 
 @pytest.fixture(autouse=True)
