@@ -1,6 +1,6 @@
 """Connectome vision: one step of flyvis's connectome-constrained network for a batch of eyes
 (:func:`connectome_step`, csrc/kernels/connectome_step.cuh; the network's tables and state:
-:class:`flycuda.vision.connectome.ConnectomeNetwork`).
+:class:`flycuda.vision.network.ConnectomeNetwork`).
 
 :func:`flycuda.reference.connectome.connectome_step` is its torch reference: flyvis 1.2.0's own
 formulas (``PPNeuronIGRSynapses``: a gather of every edge's source, ``scatter_add_`` by target).
