@@ -1,6 +1,7 @@
 // flycuda: connectome_step — argument checks, the launch plan and the CPU impl. What the op
-// computes: csrc/kernels/connectome_step.cuh, whose per-node function (connectome_node) the CPU
-// twin below calls over every (b, n), as the CUDA kernel and the emulator do one per thread.
+// computes: csrc/kernels/connectome_step.cuh. The CUDA kernel and the emulator run its
+// connectome_node, one (b, n) a thread; the CPU twin below reads each row once for the whole
+// batch and adds the same terms to each sum in the same order, then the same connectome_update.
 #include "connectome_step.h"
 
 #include "common.h"
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <vector>
 
 namespace flycuda {
 namespace {
@@ -78,6 +80,36 @@ kernels::ConnectomePlan check_connectome_step(const ConnectomeArgs& a) {
 
 namespace {
 
+// Nodes [begin, end) of every batch entry: each row's edges once, each edge's term added to all
+// B sums (acc) in order (connectome_node's sums, term for term); contiguous batches (node-major
+// voltages) in a loop the compiler vectorizes across the batch.
+void connectome_rows(const float* v, const float* stimulus, const int32_t* rowptr, const int32_t* src,
+                     const float* weight, const float* bias, const float* tau, float* out,
+                     const kernels::ConnectomePlan& p, int64_t begin, int64_t end) {
+  std::vector<float> acc(static_cast<size_t>(p.B));
+  float* s = acc.data();
+  for (int64_t n = begin; n < end; ++n) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const int64_t hi = kernels::connectome_row_hi(rowptr, p, n);
+    for (int64_t e = kernels::connectome_row_lo(rowptr, n); e < hi; ++e) {
+      const int64_t j = src[e];
+      const float w = weight[e];
+      if (j < 0 || j >= p.N) {
+        for (int64_t b = 0; b < p.B; ++b) s[b] = s[b] + w * NAN;
+      } else if (p.v_s0 == 1) {
+        const float* col = v + j * p.v_s1;
+        for (int64_t b = 0; b < p.B; ++b) s[b] = s[b] + w * kernels::connectome_relu(col[b]);
+      } else {
+        const float* col = v + j * p.v_s1;
+        for (int64_t b = 0; b < p.B; ++b) s[b] = s[b] + w * kernels::connectome_relu(col[b * p.v_s0]);
+      }
+    }
+    for (int64_t b = 0; b < p.B; ++b) {
+      out[b * p.out_s0 + n * p.out_s1] = kernels::connectome_update(v, stimulus, bias, tau, p, b, n, s[b]);
+    }
+  }
+}
+
 void connectome_step_cpu(const Tensor& v, const Tensor& stimulus, const Tensor& rowptr, const Tensor& src,
                          const Tensor& weight, const Tensor& bias, const Tensor& tau, Tensor& out, double dt,
                          int64_t input_nodes) {  // shapes: ConnectomeArgs
@@ -91,9 +123,7 @@ void connectome_step_cpu(const Tensor& v, const Tensor& stimulus, const Tensor& 
   float* po = dptr<float>(out);
   const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, p.B));  // nodes a task
   torch::stable::parallel_for(0, p.N, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      for (int64_t b = 0; b < p.B; ++b) kernels::connectome_node(pv, px, pr, ps, pw, pb, pt, po, p, b, n);
-    }
+    connectome_rows(pv, px, pr, ps, pw, pb, pt, po, p, begin, end);
   });
 }
 

@@ -38,26 +38,41 @@ struct ConnectomePlan {
 
 FLYCUDA_HOST_DEVICE inline float connectome_relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
 
-// Node n of batch entry b: its synaptic input, then the Euler step.
+// Row n's edges within [0, E) (a corrupted rowptr is never a memory error).
+FLYCUDA_HOST_DEVICE inline int64_t connectome_row_lo(const int32_t* rowptr, int64_t n) {
+  return rowptr[n] < 0 ? 0 : rowptr[n];
+}
+FLYCUDA_HOST_DEVICE inline int64_t connectome_row_hi(const int32_t* rowptr, const ConnectomePlan& p, int64_t n) {
+  return rowptr[n + 1] > p.E ? p.E : rowptr[n + 1];
+}
+
+// The input of node n of batch entry b, once the sum s of its synapses is known: the Euler step.
+FLYCUDA_HOST_DEVICE inline float connectome_update(const float* v, const float* stimulus, const float* bias,
+                                                  const float* tau, const ConnectomePlan& p, int64_t b, int64_t n,
+                                                  float s) {
+  const float x = n < p.input_nodes ? 0.0f + stimulus[b * p.x_s0 + (n % p.C) * p.x_s1] : 0.0f;
+  const float vn = v[b * p.v_s0 + n * p.v_s1];
+  const float a = ((-vn + bias[n]) + s) + x;
+  const float t = tau[n];
+  const float inv = 1.0f / ((t != t || t > p.dt) ? t : p.dt);  // torch.max(tau, dt): NaN propagates
+  return vn + (inv * a) * p.dt;
+}
+
+// Node n of batch entry b: its synapses summed in row order, then the Euler step (the kernel's
+// thread; the CPU twin runs the same sums for a range of b at once, term for term).
 FLYCUDA_HOST_DEVICE inline void connectome_node(const float* v, const float* stimulus, const int32_t* rowptr,
                                                 const int32_t* src, const float* weight, const float* bias,
                                                 const float* tau, float* out, const ConnectomePlan& p, int64_t b,
                                                 int64_t n) {
   const float* vb = v + b * p.v_s0;
-  const int64_t lo = rowptr[n] < 0 ? 0 : rowptr[n];
-  const int64_t hi = rowptr[n + 1] > p.E ? p.E : rowptr[n + 1];
+  const int64_t hi = connectome_row_hi(rowptr, p, n);
   float s = 0.0f;
-  for (int64_t e = lo; e < hi; ++e) {
+  for (int64_t e = connectome_row_lo(rowptr, n); e < hi; ++e) {
     const int64_t j = src[e];
     const float pre = (j >= 0 && j < p.N) ? connectome_relu(vb[j * p.v_s1]) : NAN;
     s = s + weight[e] * pre;
   }
-  const float x = n < p.input_nodes ? 0.0f + stimulus[b * p.x_s0 + (n % p.C) * p.x_s1] : 0.0f;
-  const float vn = vb[n * p.v_s1];
-  const float a = ((-vn + bias[n]) + s) + x;
-  const float t = tau[n];
-  const float inv = 1.0f / ((t != t || t > p.dt) ? t : p.dt);  // torch.max(tau, dt): NaN propagates
-  out[b * p.out_s0 + n * p.out_s1] = vn + (inv * a) * p.dt;
+  out[b * p.out_s0 + n * p.out_s1] = connectome_update(v, stimulus, bias, tau, p, b, n, s);
 }
 
 #if defined(__CUDACC__) || defined(FLYCUDA_EMU)  // the kernel and its launch: nvcc and the emulator
