@@ -2,6 +2,7 @@
 
 * :func:`load_checkpoint`: a flyvis checkpoint's network parameters, read with
   ``torch.load(weights_only=True)`` (no flyvis, no pickled code);
+* :func:`initial_parameters`: flyvis's initial (untrained) parameters, computed without flyvis;
 * :func:`check_parameters`: parameters that fit a :class:`flycuda.vision.connectome.Connectome`,
   else one line naming the parameter;
 * :class:`ConnectomeNetwork`: B eyes' voltages stepped by :func:`flycuda.ops.connectome_step`,
@@ -15,6 +16,7 @@ host, ``results/flow/0000/000..049/chkpts/``); flycuda never downloads: give it 
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -24,7 +26,7 @@ from ..errors import VisionError
 from ..ops import connectome_step
 from .connectome import PARAMETERS, Connectome
 
-__all__ = ["ConnectomeNetwork", "load_checkpoint", "check_parameters", "flyvis_weights", "flyvis_column_order",
+__all__ = ["ConnectomeNetwork", "load_checkpoint", "initial_parameters", "check_parameters", "flyvis_weights", "flyvis_column_order",
            "photoreceptors", "GREY"]
 
 GREY = 0.5
@@ -58,6 +60,31 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     if not isinstance(sd, dict) or not any(k in sd for k in PARAMETERS):
         raise VisionError(f"{os.fspath(path)!r} holds no flyvis network parameters ({', '.join(PARAMETERS)})")
     return dict(sd)
+
+
+def _group_means(values: np.ndarray, groups: np.ndarray, n: int) -> np.ndarray:
+    """Each group's mean in float64, its sum exactly rounded (math.fsum; pandas' groupby mean sums
+    with Kahan's compensation, which rounds the same here)."""
+    order = np.argsort(groups, kind="stable")
+    bounds = np.searchsorted(groups[order], np.arange(n + 1))
+    v = values[order].astype(np.float64)
+    return np.array([math.fsum(v[bounds[i]:bounds[i + 1]]) / (bounds[i + 1] - bounds[i]) for i in range(n)])
+
+
+def initial_parameters(connectome: Connectome) -> dict[str, torch.Tensor]:
+    """flyvis's initial (untrained) parameters of its default network, without flyvis
+    (``flyvis/network/initialization.py``): resting potentials drawn from Normal(0.5, 0.05) by a
+    CPU generator seeded 0 (flyvis's on a machine without CUDA; with one, flyvis draws on the GPU,
+    other values), time constants 0.05 s, each edge type's sign, ``log`` of each (type, offset)
+    group's mean synapse count, and ``0.01 /`` each edge type's mean count as its strength."""
+    T, G, S = (connectome.parameter_shapes()[k][0] for k in ("nodes_bias", "edges_sign", "edges_syn_count"))
+    g = torch.Generator().manual_seed(0)
+    bias = torch.normal(torch.tensor(np.repeat(0.5, T)).float(), torch.tensor(np.repeat(0.05, T)).float(), generator=g)
+    first = np.unique(connectome.edge_type, return_index=True)[1]
+    return {"nodes_bias": bias, "nodes_time_const": torch.tensor(np.repeat(0.05, T)).float(),
+            "edges_sign": torch.as_tensor(connectome.sign[first]),
+            "edges_syn_count": torch.tensor(np.log(_group_means(connectome.n_syn, connectome.syn_group, S))).float(),
+            "edges_syn_strength": torch.tensor(0.01 / _group_means(connectome.n_syn, connectome.edge_type, G)).float()}
 
 
 def check_parameters(connectome: Connectome, params: dict) -> dict[str, torch.Tensor]:

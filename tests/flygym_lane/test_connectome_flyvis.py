@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from flycuda.vision.connectome import Connectome
-from flycuda.vision.network import ConnectomeNetwork, flyvis_column_order, load_checkpoint, photoreceptors
+from flycuda.vision.network import (ConnectomeNetwork, flyvis_column_order, initial_parameters, load_checkpoint,
+                                    photoreceptors)
 
 pytestmark = [pytest.mark.needs_flyvis]
 
@@ -87,6 +88,13 @@ def test_the_connectome_and_parameter_groups_are_flyvis(flyvis_net, connectome):
     assert [tuple(k) for k in params["edges_sign"].keys] == list(c.edge_type_keys)
     assert [tuple(k) for k in params["edges_syn_count"].keys] == list(c.syn_group_keys)
     assert c.parameter_shapes() == {k: tuple(v.shape) for k, v in flyvis_net.state_dict().items()}
+
+
+def test_initial_parameters_are_flyvis_defaults_on_the_cpu(flyvis_net, connectome):
+    """flyvis's Network() on a machine without CUDA (its generator on the CPU): every parameter."""
+    mine = initial_parameters(connectome)
+    for name, theirs in flyvis_net.state_dict().items():
+        assert torch.equal(mine[name], theirs.detach()), name
 
 
 @pytest.mark.parametrize("which", ["connectome", "perturbed"])
