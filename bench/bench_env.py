@@ -183,8 +183,9 @@ def memory_per_world(W: int, device: str, model: str = "hexapod") -> list[list]:
     recording, the initial states, the retina's maps) plus bytes per world."""
     if model == "hexapod":
         cases = [("default (imitate)", None, None), ("joints only", ("joints",), None),
-                 ("all but vision, contacts, drives and odor",
-                  tuple(g for g in GROUPS if g not in ("vision", "contacts", "odor", *DESCENDING_GROUPS)), None)]
+                 ("all but vision, connectome, contacts, drives and odor",
+                  tuple(g for g in GROUPS if g not in ("vision", "connectome", "contacts", "odor", *DESCENDING_GROUPS)),
+                  None)]
     else:
         cases = [("default (imitate)", None, None), ("+ vision fast:4", None, "fast:4"), ("+ vision exact", None, "exact")]
     rows = []

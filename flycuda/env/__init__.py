@@ -54,7 +54,7 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
          max_episode_steps: int = 500, vision: str | None = None, seed: int = 0, observe=None, sim: Sim | None = None,
          act_ids: torch.Tensor | None = None, motion=None, check_actions: bool = True, graph: bool | None = None,
          settle: float = SETTLE_SECONDS, copy: bool = False, action: str = "joints", terrain: str = "flat",
-         spawn_jitter: float | None = None, **task_options) -> FlyVecEnv:
+         spawn_jitter: float | None = None, connectome=None, **task_options) -> FlyVecEnv:
     """A batched environment of ``worlds`` flies doing ``task``.
 
     Args:
@@ -94,6 +94,10 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
             (uniform, the model's length unit) before it settles, so that the worlds start on
             different ground (default: 0 on flat ground, 0.65 mm, half a block, on a terrain);
             at least :data:`JITTER_STATES` initial states then.
+        connectome: None, True or a dict of :class:`flycuda.env.connectome.ConnectomeSpec`'s fields:
+            flyvis's connectome-constrained network behind both eyes (needs ``vision``), stepped at
+            its ``rate`` on each control step's readouts; the observation group "connectome" holds
+            the chosen cell types' voltages (default: T4a-d and T5a-d at each eye's central column).
         task_options: the task's own (e.g. ``noise=``, ``init=``, ``sigma=``).
 
     Raises:
@@ -143,7 +147,7 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
                      decimation=decimation_of(control_dt, sim.timestep), max_episode_steps=max_episode_steps,
                      observe=observe, vision=vision, seed=seed, check_actions=check_actions,
                      model_unit=ws.unit, graph=graph, settle=settle, copy=copy, action=action,
-                     spawn_jitter=float(jitter), terrain=terrain)
+                     spawn_jitter=float(jitter), terrain=terrain, connectome=connectome)
 
 
 def _decorates(task: Task) -> bool:

@@ -29,6 +29,7 @@ from ..errors import CaptureAllocationError, CaptureError, EnvError, VisionError
 from ..sim import streams
 from ..sim.mjwarp import DROPPED_BITS
 from ..vision.spec import parse_vision
+from .connectome import ConnectomeSpec, ConnectomeStage, column_names
 from .descending import DRIVE_BOUND, Descending
 from .layout import DESCENDING_GROUPS, ODOR_SENSOR_NAMES, ODOR_START, SOURCES, FlyLayout, columns_of, own_slice, unit_of
 from .nonfinite import NonFinite, rows_nonfinite
@@ -67,7 +68,7 @@ class FlyVecEnv(VectorEnv):
                  frame_mode: str = "loop", decimation: int = 1, max_episode_steps: int = 1000, observe=None,
                  vision: str | None = None, seed: int = 0, check_actions: bool = True, model_unit: str = "m",
                  graph: bool | None = None, settle: float = SETTLE_SECONDS, copy: bool = False,
-                 action: str = "joints", spawn_jitter: float = 0.0, terrain: str = "flat"):
+                 action: str = "joints", spawn_jitter: float = 0.0, terrain: str = "flat", connectome=None):
         self.task, self.sim, self.motion, self.frame_mode = task, sim, motion, frame_mode
         self.num_envs, self.device, self.model_unit = sim.nworld, sim.device, model_unit
         self.decimation, self.max_episode_steps, self.seed_value = decimation, max_episode_steps, int(seed)
@@ -82,10 +83,14 @@ class FlyVecEnv(VectorEnv):
         self.action_kind = action
         self.descending = Descending(sim, int(seed)) if action == "descending" else None
         observe = (observe,) if isinstance(observe, str) else observe  # one group by its name
-        groups = tuple(observe) if observe is not None else task.observe + (("vision",) if vision else ())
+        spec = ConnectomeSpec.of(connectome) if connectome else None
+        groups = tuple(observe) if observe is not None else task.observe + (("vision",) if vision else ()) + \
+            (("connectome",) if spec else ())
+        self.connectome_names = tuple(column_names(spec, 721)) if spec else ()
         # the odor at the sensors, [k, 4] per world, is read only where it is observed
         self.odor_dims = len(task.odor_peaks[0]) if task.odor_peaks and "odor" in groups else 0
         self._buffers(W, 2 if self.descending is not None else A, dev, motion, interp)
+        self.connectome = self._connectome(spec)
         if "vision" in groups and self.vision is None:
             raise EnvError("observation 'vision' needs vision='exact' or 'fast:K' (and a fly with eyes)")
         if ("reference" in groups or "phase" in groups or task.needs_motion) and motion is None:
@@ -93,7 +98,8 @@ class FlyVecEnv(VectorEnv):
         if self.descending is None and set(groups) & set(DESCENDING_GROUPS):
             raise EnvError(f"observations {', '.join(map(repr, DESCENDING_GROUPS))} are the walking controller's: "
                            "make(..., action='descending')")
-        self.obs_names, table, self._groups = columns_of(self.layout, groups, self._num_ommatidia(), self.odor_dims)
+        self.obs_names, table, self._groups = columns_of(self.layout, groups, self._num_ommatidia(), self.odor_dims,
+                                                         self.connectome_names)
         self.obs_units = [unit_of(n, model_unit) for n in self.obs_names]
         self._columns = table.to(dev)
         self._angle_columns = columns_of(self.layout, ("joints",))[1].to(dev)
@@ -132,6 +138,13 @@ class FlyVecEnv(VectorEnv):
         except VisionError as e:
             raise EnvError(f"vision={vision!r}: {e}") from None
 
+    def _connectome(self, spec):
+        """flyvis's network behind the eyes (flycuda.env.connectome), writing after the odor columns."""
+        if spec is None:
+            return None
+        start, K = ODOR_START + len(ODOR_SENSOR_NAMES) * self.odor_dims, len(self.connectome_names)
+        return ConnectomeStage(self, spec, self.own[:, start:start + K].view(self.num_envs, 2, K // 2))
+
     def _num_ommatidia(self) -> int:
         return self.vision.map.num_ommatidia if self.vision is not None else 0
 
@@ -158,7 +171,8 @@ class FlyVecEnv(VectorEnv):
         self.angles = torch.zeros(W, len(self.layout.names), device=dev)
         # the environment's own observation columns (layout.OWN_COLUMNS): phase, drives, controller
         # and a task's odor at the sensors [k, 4] after them (flycuda.env.smell)
-        self.own = torch.zeros(W, ODOR_START + len(ODOR_SENSOR_NAMES) * self.odor_dims, device=dev)
+        self.own = torch.zeros(W, ODOR_START + len(ODOR_SENSOR_NAMES) * self.odor_dims + len(self.connectome_names),
+                               device=dev)
         self.phase = self.own[:, own_slice("phase")]
         self.smell = None
         if self.odor_dims:
@@ -224,9 +238,10 @@ class FlyVecEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, W)
 
     # -- the device step -----------------------------------------------------------------------
-    def _observe(self, reset: torch.Tensor | None = None) -> None:
+    def _observe(self, reset: torch.Tensor | None = None, advance: bool = True) -> None:
         """Reference, phase, eyes, then every observation column (all worlds). ``reset``: bool
-        [W], after a reset: the eyes redraw only those worlds (the others have not moved)."""
+        [W], after a reset: the eyes redraw only those worlds (the others have not moved).
+        ``advance``: the eyes' network steps through the control step (not after a reset)."""
         if self.frames is not None:
             ops.motion_at(self.frames, self.world_steps, self.reference, offsets=self.offsets,
                           frames_per_step=self.frames_per_step, mode=self.frame_mode)
@@ -237,6 +252,8 @@ class FlyVecEnv(VectorEnv):
         if self.vision is not None:
             self.sim.kinematics()
             self.vision.update(only=reset)
+        if self.connectome is not None:
+            self.connectome.observe(advance=advance and reset is None)
         if self.smell is not None:
             self.smell.observe(kinematics=self.vision is None)
         if self.descending is not None:
@@ -254,6 +271,8 @@ class FlyVecEnv(VectorEnv):
         self.task.on_reset(self, self.done)
         if self.descending is not None:
             self.descending.reset(self.done)
+        if self.connectome is not None:
+            self.connectome.reset(self.done)
         if self._forces:
             self.sim.view("actuator_force").masked_fill_(self.done.unsqueeze(1), 0.0)
 
@@ -321,7 +340,7 @@ class FlyVecEnv(VectorEnv):
             for flags in (self.terminated, self.truncated, self.done, self.overflow, self.overflowed,
                           self.nonfinite_action, self.nonfinite.state, self.status):
                 flags.zero_()
-            self._observe()
+            self._observe(advance=False)
         if self.copy:
             return self.obs.clone(), {k: v.clone() for k, v in self.task.info().items()}
         return self.obs, dict(self.task.info())
@@ -335,7 +354,7 @@ class FlyVecEnv(VectorEnv):
         with self._on_torch_stream():
             self.done.copy_(m)
             self._reset_done()
-            self._observe()
+            self._observe(advance=False)
         return self.obs
 
     def _start_at(self, start_frames) -> None:

@@ -32,6 +32,8 @@ GROUPS = {
     "drive": "the descending drives of the last action (left, right; action='descending')",
     "cpg": "the walking controller's six oscillators: phases in [0, 2 pi), then magnitudes (action='descending')",
     "corrections": "the controller's retraction, then stumbling corrections of each leg (action='descending')",
+    "connectome": "flyvis's network behind both eyes: the voltages of the chosen cell types at each eye's central "
+                  "column (or all 721), make(..., vision=..., connectome=...)",
     "odor": "the odor at the four sensors (maxillary palps L, R, antennae L, R) for each of the task's k odor "
             "dimensions, [k, 4] flattened (a task with odor sources: odor_taxis)",
 }
@@ -106,9 +108,11 @@ class FlyLayout:
         return cls(act_ids, tuple(names), qadr, dadr, int(mjm.jnt_qposadr[free[0]]), int(mjm.jnt_dofadr[free[0]]),
                    rng, bounds, contacts)
 
-    def group(self, name: str, num_ommatidia: int = 0, odor_dims: int = 0) -> list[tuple[str, int, int]]:
+    def group(self, name: str, num_ommatidia: int = 0, odor_dims: int = 0, connectome: tuple = ()
+              ) -> list[tuple[str, int, int]]:
         """The columns of observation group ``name``: (column name, source id, column);
-        ``odor_dims``: the task's odor dimensions k (0: it has no odor sources)."""
+        ``odor_dims``: the task's odor dimensions k (0: it has no odor sources); ``connectome``: the
+        connectome group's column names (after the odor's in the own columns; none: no network)."""
         src = {s: i for i, s in enumerate(SOURCES)}
         if name == "joints":
             return [(f"joint:{n}", src["qpos"], a) for n, a in zip(self.names, self.qpos_adrs)]
@@ -147,10 +151,16 @@ class FlyLayout:
                     for d in range(odor_dims) for i, sensor in enumerate(ODOR_SENSOR_NAMES)]
         if name == "vision":
             return [(n, src["vision"], i) for i, n in enumerate(readout_names(num_ommatidia))]  # the store's names
+        if name == "connectome":
+            if not connectome:
+                raise EnvError("observation 'connectome' needs flyvis's network behind the eyes: make(..., "
+                               "vision='exact', connectome=True)")
+            start = ODOR_START + odor_dims * len(ODOR_SENSOR_NAMES)
+            return [(n, src["own"], start + i) for i, n in enumerate(connectome)]
         raise EnvError(f"unknown observation {name!r}; the observations are: {', '.join(GROUPS)}")
 
 
-def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0, odor_dims: int = 0
+def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0, odor_dims: int = 0, connectome: tuple = ()
                ) -> tuple[list[str], torch.Tensor, dict]:
     """The names, the int32 [O, 2] (source, column) table and each group's slice of the
     columns, of observation ``groups`` in their order."""
@@ -159,7 +169,7 @@ def columns_of(layout: FlyLayout, groups, num_ommatidia: int = 0, odor_dims: int
         raise EnvError(f"an observation group is named twice: {groups}")
     rows, slices = [], {}
     for g in groups:
-        cols = layout.group(g, num_ommatidia, odor_dims)
+        cols = layout.group(g, num_ommatidia, odor_dims, connectome)
         slices[g] = slice(len(rows), len(rows) + len(cols))
         rows += cols
     table = torch.tensor([[s, c] for _, s, c in rows], dtype=torch.int32).reshape(-1, 2)
@@ -187,6 +197,8 @@ def unit_of(column: str, model_unit: str) -> str:
         return "1 (descending drive)"
     if kind == "odor":
         return "odor intensity (the sources' peak units)"
+    if kind == "connectome":
+        return "voltage (flyvis's units; its activity)"
     if kind == "cpg_phase":
         return "rad"
     if kind in ("cpg_magnitude", "retraction", "stumbling"):

@@ -422,7 +422,7 @@ def test_cli_approach_with_the_steering_example(tmp_path, capsys):
                                           ("odor_obstacles", None),
                                           ("imitate", tuple(g for g in fe.GROUPS if g not in
                                                             ("vision", "contacts", "drive", "cpg", "corrections",
-                                                             "odor")))])
+                                                             "odor", "connectome")))])
 def test_the_control_step_allocates_nothing(task, observe):
     """What the CUDA graph capture refuses, checked on the CPU: no torch op of a control step (the
     actions, observations, reward, done mask, resets) returns new memory (the capture's own

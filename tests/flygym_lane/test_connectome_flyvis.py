@@ -19,8 +19,13 @@ import pytest
 import torch
 
 from flycuda.vision.connectome import Connectome
-from flycuda.vision.network import (ConnectomeNetwork, flyvis_column_order, initial_parameters, load_checkpoint,
-                                    photoreceptors)
+from flycuda.vision.network import (
+    ConnectomeNetwork,
+    flyvis_column_order,
+    initial_parameters,
+    load_checkpoint,
+    photoreceptors,
+)
 
 pytestmark = [pytest.mark.needs_flyvis]
 

@@ -22,6 +22,8 @@ def _param(line: int, code: str):
     marks = [pytest.mark.needs_warp]
     if "flygym" in code:
         marks.append(pytest.mark.needs_flygym)
+    if "flyvis" in code:  # flyvis's connectome file, from its wheel (the FlyGym lane)
+        marks.append(pytest.mark.needs_flyvis)
     return pytest.param(code, id=f"README.md:{line}", marks=marks)
 
 

@@ -17,8 +17,7 @@ from flycuda.errors import VisionError
 from flycuda.reference.connectome import flyvis_step, stimulus_buffer
 from flycuda.vision import connectome as cm
 from flycuda.vision.connectome import Connectome
-from flycuda.vision.network import (ConnectomeNetwork, check_parameters, flyvis_weights, load_checkpoint,
-                                    photoreceptors)
+from flycuda.vision.network import ConnectomeNetwork, check_parameters, flyvis_weights, load_checkpoint, photoreceptors
 
 EXTENT = 3  # 37 columns
 SPEC = {
