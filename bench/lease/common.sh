@@ -3,6 +3,7 @@
 # extension in place (the one carried, else built there).
 set -o pipefail
 export TORCH_CUDA_ARCH_LIST=9.0 CUDA_HOME=/usr/local/cuda PYTHONUNBUFFERED=1 PYTHONPATH=/root/site MAX_JOBS=16
+[ -f .devstage/so/fib25-fib19_v2.2.json ] && export FLYCUDA_CONNECTOME="$PWD/.devstage/so/fib25-fib19_v2.2.json"
 [ -d "$CUDA_HOME" ] || CUDA_HOME="$(dirname "$(dirname "$(command -v nvcc)")")"
 install_wheels() {  # the wheels whose bytes have arrived in /root/stage, all but those matching $1
   (cd /root/stage && cat chunk.* | tar -xf - 2>/dev/null; true)

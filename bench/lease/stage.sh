@@ -27,6 +27,8 @@ for c in .devstage/chunk.*; do i=$((i+1)); mkdir -p ".devstage/p$i"; mv "$c" ".d
 [ "$i" = 3 ] || { echo "stage.sh: expected 3 parts, got $i (bench/lease/README.md)" >&2; exit 1; }
 xz -T2 -6 -c flycuda/_C.abi3.so > .devstage/so/_C.abi3.so.xz
 cp flycuda/_build_info.json bench/lease/*.sh .devstage/so/
+conn="$(ls .venv-flygym/lib/python3.*/site-packages/flyvis/connectome/fib25-fib19_v2.2.json 2>/dev/null | head -n1)"
+[ -z "$conn" ] || cp "$conn" .devstage/so/  # flyvis's connectome file for bench_connectome (no flyvis there)
 if [ -x .venv-flygym/bin/python ]; then  # NeuroMechFly's terrain worlds for bench_terrain (README.md)
   PYTHONPATH=. .venv-flygym/bin/python bench/bench_terrain.py --export .devstage/terrain
 fi

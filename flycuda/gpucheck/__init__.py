@@ -17,7 +17,9 @@ every step able to fail:
 4. a short graph-captured replay with rendering (``flycuda replay --device cuda``);
 5. the benchmarks at a small size (bench_ops, bench_control (the walking controllers' ops in
    a graph), bench_replay, bench_render, bench_env at 1024 and 4096 worlds, bench_odor (odor at the
-   sensors in a graph, its share of a physics step)), a PPO learning curve on flycuda.env (examples/ppo.py), and the
+   sensors in a graph, its share of a physics step), bench_connectome (flyvis's network for 4,096
+   flies x 2 eyes at 500 Hz in a graph: flies x steps/s, device memory; needs flyvis's connectome
+   file: an installed flyvis or $FLYCUDA_CONNECTOME)), a PPO learning curve on flycuda.env (examples/ppo.py), and the
    fly's eyes at 1000 and 8192 worlds (bench_vision; needs FlyGym), and FlyGym's walking
    controllers on its terrains, 1000 worlds x 1.5 s per cell, the controllers' share of the
    physics' time (bench_terrain; FlyGym, or its worlds staged by ``--export``).
@@ -261,6 +263,18 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
     return steps
 
 
+def _no_connectome() -> str:
+    """Why bench_connectome cannot run here ("" when it can): it needs flyvis's connectome file."""
+    from ..errors import VisionError  # noqa: PLC0415
+    from ..vision.connectome import connectome_file  # noqa: PLC0415
+
+    try:
+        connectome_file()
+    except VisionError:
+        return "no flyvis connectome file (install flyvis with --no-deps, or set FLYCUDA_CONNECTOME)"
+    return ""
+
+
 def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym: str, no_terrain: str = "",
                out_dir: str = "out") -> list[Step]:
     """The benchmark steps (one size each when ``quick``), the PPO curve, the eyes and the
@@ -290,6 +304,9 @@ def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym:
         Step("bench_odor", py + ["bench/bench_odor.py", "--device", "cuda", "--gpu-worlds", *pick("1024 4096", "4096"),
                                  "--steps", *pick("500", "200"), "--repeats", *pick("3", "2"), "--no-results"],
              skip=no_tests, group="bench", **limit),
+        Step("bench_connectome", py + ["bench/bench_connectome.py", "--gpu-flies", *pick("4096", "1024"),
+                                       "--repeats", *pick("3", "2"), "--no-results"],
+             skip=no_tests or _no_connectome(), group="bench", **limit),
         Step("PPO on flycuda.env (a learning curve)",
              py + ["examples/ppo.py", "--task", "imitate", "--worlds", "4096", "--iterations", *pick("30", "5"),
                    "--device", "cuda"], skip=no_warp or no_tests, group="ppo"),

@@ -43,12 +43,13 @@ PARAMETERS = ("nodes_bias", "nodes_time_const", "edges_sign", "edges_syn_count",
 
 
 def connectome_file(path: str | os.PathLike | None = None) -> str:
-    """The connectome file: ``path``, or flyvis's in an installed flyvis wheel (found without
-    importing flyvis).
+    """The connectome file: ``path``, else ``$FLYCUDA_CONNECTOME``, else flyvis's in an installed
+    flyvis wheel (found without importing flyvis).
 
     Raises:
-        VisionError: ``path`` does not exist, or none was given and flyvis is not installed.
+        VisionError: the file does not exist, or none was named and flyvis is not installed.
     """
+    path = path if path is not None else os.environ.get("FLYCUDA_CONNECTOME") or None
     if path is not None:
         if not os.path.isfile(path):
             raise VisionError(f"connectome file {os.fspath(path)!r} does not exist")
@@ -58,8 +59,9 @@ def connectome_file(path: str | os.PathLike | None = None) -> str:
         found = os.path.join(root, "connectome", CONNECTOME_FILE)
         if os.path.isfile(found):
             return found
-    raise VisionError(f"no connectome file: pass the path to flyvis's {CONNECTOME_FILE}, or install the flyvis wheel "
-                      f"that ships it (pip install --no-deps flyvis==1.2.0; flycuda does not import it)")
+    raise VisionError(f"no connectome file: pass the path to flyvis's {CONNECTOME_FILE} (or set FLYCUDA_CONNECTOME), "
+                      f"or install the flyvis wheel that ships it (pip install --no-deps flyvis==1.2.0; flycuda does "
+                      f"not import it)")
 
 
 def _columns(extent: int, su: int, sv: int) -> tuple[np.ndarray, np.ndarray]:

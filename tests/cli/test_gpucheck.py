@@ -33,7 +33,23 @@ STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer syncchec
          "self-test: synccheck catches 'badmask'", "self-test: synccheck passes 'clean'",
          "self-test: initcheck catches 'uninit'", "self-test: initcheck passes 'clean'",
          "graph-captured replay with rendering", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
-         "bench_odor", "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"]
+         "bench_odor", "bench_connectome", "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"]
+
+
+@pytest.fixture(autouse=True)
+def connectome_file(tmp_path_factory, monkeypatch):
+    """bench_connectome's connectome file, so that the plans do not depend on an installed flyvis."""
+    path = tmp_path_factory.mktemp("connectome") / "fib25-fib19_v2.2.json"
+    path.write_text("{}")
+    monkeypatch.setenv("FLYCUDA_CONNECTOME", str(path))
+    return path
+
+
+def test_bench_connectome_needs_the_connectome_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLYCUDA_CONNECTOME", str(tmp_path / "missing.json"))
+    steps = {s.name: s for s in gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc")}
+    assert steps["bench_connectome"].skip.startswith("no flyvis connectome file")
+    assert not steps["bench_odor"].skip
 
 
 def test_plan_covers_every_part_of_the_check(tmp_path):
@@ -63,7 +79,7 @@ def test_plan_covers_every_part_of_the_check(tmp_path):
         "graph-captured replay with rendering"].argv
     bare = gpucheck.plan(str(tmp_path), python="py", have_warp=False, sanitizer=None, root="/repo", nvcc=None)
     skipped = {s.name for s in bare if s.skip}
-    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops", "bench_control", "bench_odor"}
+    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops", "bench_control", "bench_odor", "bench_connectome"}
     assert "--no-warp" in [s for s in bare if s.name == "bench_ops"][0].argv  # bench_ops still runs
     vision = by["bench_vision"]
     assert vision.argv[vision.argv.index("--worlds") + 1:][:2] == ["1000", "8192"] and vision.env["MUJOCO_GL"] == "osmesa"
@@ -87,7 +103,8 @@ def test_installed_package_skips_what_needs_a_checkout(tmp_path):
     skipped = {s.name: s.skip for s in steps if s.skip}
     assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",
                             "compute-sanitizer initcheck", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
-                            "bench_odor", "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"}
+                            "bench_odor", "bench_connectome", "PPO on flycuda.env (a learning curve)", "bench_vision",
+                            "bench_terrain"}
     assert all(v == gpucheck.NEEDS_CHECKOUT for v in skipped.values())
     assert all(s.cwd is None for s in steps)
     assert os.path.isfile(gpucheck.SELFTEST_SOURCE)  # shipped in the package (pyproject package-data)

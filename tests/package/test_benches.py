@@ -10,16 +10,19 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-BENCHES = {
-    "bench_env": ["--worlds", "4", "--steps", "2", "--rounds", "1"],
+BENCHES = {  # name: (arguments, tables printed)
+    "bench_env": (["--worlds", "4", "--steps", "2", "--rounds", "1", "--device", "cpu"], 2),
+    "bench_connectome": (["--flies", "1", "--steps", "1", "--repeats", "1"], 1),  # against flyvis: its lane
 }
 
 
-@pytest.mark.parametrize("name", sorted(BENCHES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.needs_flyvis] if n == "bench_connectome" else [])
+                                  for n in sorted(BENCHES)])
 def test_bench_runs_tiny_on_cpu(name):
     pytest.importorskip("mujoco_warp")
-    proc = subprocess.run([sys.executable, f"bench/{name}.py", *BENCHES[name], "--device", "cpu", "--no-results"],
+    args, tables = BENCHES[name]
+    proc = subprocess.run([sys.executable, f"bench/{name}.py", *args, "--no-results"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": ROOT})
+                          env={**os.environ, "PYTHONPATH": ROOT, "CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("|---") >= 2, proc.stdout[-2000:]  # its tables
+    assert proc.stdout.count("|---") >= tables, proc.stdout[-2000:]  # its tables

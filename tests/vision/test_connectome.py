@@ -197,8 +197,12 @@ def test_parameters_and_checkpoints_are_checked(small, tmp_path):
 
 def test_without_a_file_or_flyvis_the_way_out_is_named(monkeypatch):
     monkeypatch.setattr(cm.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(VisionError, match=r"pass the path to flyvis's fib25-fib19_v2.2.json, or install the flyvis "
-                                          r"wheel that ships it \(pip install --no-deps flyvis==1.2.0"):
+    monkeypatch.delenv("FLYCUDA_CONNECTOME", raising=False)
+    with pytest.raises(VisionError, match=r"pass the path to flyvis's fib25-fib19_v2.2.json \(or set "
+                                          r"FLYCUDA_CONNECTOME\), or install the flyvis wheel that ships it"):
+        Connectome.build()
+    monkeypatch.setenv("FLYCUDA_CONNECTOME", "/elsewhere.json")
+    with pytest.raises(VisionError, match="connectome file '/elsewhere.json' does not exist"):
         Connectome.build()
     with pytest.raises(VisionError, match="connectome file '/nowhere.json' does not exist"):
         Connectome.build("/nowhere.json")
