@@ -24,7 +24,7 @@ void check_batch(const Tensor& t, const char* name, int64_t B, int64_t cols, con
   FLYCUDA_CHECK(t.scalar_type() == kFloat, "argument '", name, "' must have dtype Float, got ", t.scalar_type());
   FLYCUDA_CHECK(t.dim() == 2 && t.size(0) == B && (cols < 0 || t.size(1) == cols), "argument '", name,
                 "' must have shape [B, ", cols_name, "] with B = out.size(0) = ", B,
-                cols < 0 ? "" : " and the same N", ", got ", sizes_of(t));
+                cols < 0 ? "" : " and N = out.size(1) = ", cols < 0 ? "" : std::to_string(cols), ", got ", sizes_of(t));
 }
 
 // A contiguous 1-D tensor of `n` entries and dtype `dtype` on out's device.
@@ -60,18 +60,21 @@ kernels::ConnectomePlan check_connectome_step(const ConnectomeArgs& a) {
   check_table(a.bias, "bias", kFloat, N, "N", out);
   check_table(a.tau, "tau", kFloat, N, "N", out);
   const int64_t C = a.stimulus.size(1);
-  FLYCUDA_CHECK_VALUE(std::isfinite(a.dt) && a.dt > 0.0, "argument 'dt' must be finite and > 0, got ", a.dt);
+  const float dt32 = static_cast<float>(a.dt);  // the step's float32 dt (flyvis's)
+  FLYCUDA_CHECK_VALUE(std::isfinite(dt32) && dt32 > 0.0f, "argument 'dt' must be finite and > 0 in float32, got ",
+                      a.dt);
   FLYCUDA_CHECK_VALUE(a.input_nodes >= 0 && a.input_nodes <= N && (a.input_nodes == 0 || (C > 0 && a.input_nodes % C == 0)),
                       "argument 'input_nodes' must be a multiple of C = stimulus.size(1) = ", C, " in [0, N = ", N,
                       "], got ", a.input_nodes);
-  FLYCUDA_CHECK(B * N <= INT32_MAX && E <= INT32_MAX, "B * N = ", B * N, " and E = ", E,
-                " must be < 2^31 (32-bit thread and edge indices)");
+  FLYCUDA_CHECK(((B + 31) / 32) * 32 * N <= INT32_MAX, "B = ", B, " (padded to ", ((B + 31) / 32) * 32,
+                ") * N = ", N, " must be < 2^31 (32-bit thread indices)");
+  FLYCUDA_CHECK(E <= INT32_MAX, "E = ", E, " must be < 2^31 (int32 edge offsets)");
   if (checks_values_here(out)) {
     check_offsets_values(kOpName, "rowptr", a.rowptr, E, "E = src.size(0)");
     check_index_values(kOpName, "src", HostValues(a.src), N, "N = out.size(1)", false);
   }
   kernels::ConnectomePlan p;
-  p.B = B, p.N = N, p.E = E, p.C = C, p.input_nodes = a.input_nodes, p.dt = static_cast<float>(a.dt);
+  p.B = B, p.N = N, p.E = E, p.C = C, p.input_nodes = a.input_nodes, p.dt = dt32;
   p.v_s0 = a.v.stride(0), p.v_s1 = a.v.stride(1);
   p.x_s0 = a.stimulus.stride(0), p.x_s1 = a.stimulus.stride(1);
   p.out_s0 = out.stride(0), p.out_s1 = out.stride(1);

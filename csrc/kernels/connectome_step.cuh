@@ -2,8 +2,11 @@
 // for a batch of eyes, and the launch plan. nvcc (csrc/cuda/connectome_step.cu), the host compiler
 // (the CPU twin, csrc/connectome_step.cpp) and the emulator compile this one file. No ATen.
 //
-// One thread per (b, n), the batch fastest (t = n * B + b: a warp reads one row of the network
-// once and, with the voltages laid out node-major, their 32 sources side by side):
+// One thread per (b, n) in chunks of 32 eyes: warp w takes node n = w % N of chunk c = w / N, lane
+// l eye b = 32 c + l (lanes past B idle). A warp reads one row of the network once (every lane the
+// same edge: a broadcast) and, with the voltages node-major, its 32 eyes' sources side by side;
+// the warps of a block take adjacent nodes of one chunk, which share most of their sources (L1),
+// and a chunk's voltages (32 x N) stay in L2 while the grid sweeps its nodes:
 //   s = sum over the edges e of row n, in order, of weight[e] * relu(v[b, src[e]])     (from +0)
 //   a = ((-v[b, n] + bias[n]) + s) + x,  x = 0 + stimulus[b, n % C] for n < input_nodes, else 0
 //   out[b, n] = v[b, n] + ((1 / max(tau[n], dt)) * a) * dt
@@ -33,7 +36,8 @@ struct ConnectomePlan {
   int64_t v_s0 = 0, v_s1 = 0;    // v [B, N]
   int64_t x_s0 = 0, x_s1 = 0;    // stimulus [B, C]
   int64_t out_s0 = 0, out_s1 = 0;  // out [B, N]
-  FLYCUDA_HOST_DEVICE int64_t threads() const { return B * N; }
+  FLYCUDA_HOST_DEVICE int64_t chunks() const { return (B + 31) / 32; }  // of 32 eyes
+  FLYCUDA_HOST_DEVICE int64_t threads() const { return B > 0 ? chunks() * 32 * N : 0; }
 };
 
 FLYCUDA_HOST_DEVICE inline float connectome_relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
@@ -50,7 +54,9 @@ FLYCUDA_HOST_DEVICE inline int64_t connectome_row_hi(const int32_t* rowptr, cons
 FLYCUDA_HOST_DEVICE inline float connectome_update(const float* v, const float* stimulus, const float* bias,
                                                   const float* tau, const ConnectomePlan& p, int64_t b, int64_t n,
                                                   float s) {
-  const float x = n < p.input_nodes ? 0.0f + stimulus[b * p.x_s0 + (n % p.C) * p.x_s1] : 0.0f;
+  // n < 2^31 and C < 2^31 (the checks): a 32-bit remainder
+  const int64_t column = static_cast<int32_t>(n) % static_cast<int32_t>(p.C);
+  const float x = n < p.input_nodes ? 0.0f + stimulus[b * p.x_s0 + column * p.x_s1] : 0.0f;
   const float vn = v[b * p.v_s0 + n * p.v_s1];
   const float a = ((-vn + bias[n]) + s) + x;
   const float t = tau[n];
@@ -82,14 +88,16 @@ __global__ void connectome_step_kernel(const float* __restrict__ v, const float*
                                        const float* __restrict__ weight, const float* __restrict__ bias,
                                        const float* __restrict__ tau, float* __restrict__ out,
                                        const ConnectomePlan p) {
-  // t = n * B + b < 2^31 (the checks): 32-bit division.
+  // t < chunks * 32 * N < 2^31 (the checks): 32-bit division.
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= p.threads()) return;
-  const int32_t t32 = static_cast<int32_t>(t), B32 = static_cast<int32_t>(p.B);
-  connectome_node(v, stimulus, rowptr, src, weight, bias, tau, out, p, t32 % B32, t32 / B32);
+  const int32_t t32 = static_cast<int32_t>(t), N32 = static_cast<int32_t>(p.N);
+  const int32_t warp = t32 >> 5, b = ((warp / N32) << 5) | (t32 & 31);
+  if (b >= p.B) return;
+  connectome_node(v, stimulus, rowptr, src, weight, bias, tau, out, p, b, warp % N32);
 }
 
-// The launch (platform.h, "launch templates"): one thread per (b, n).
+// The launch (platform.h, "launch templates"): one thread per (b, n), B padded to whole chunks.
 template <class Launcher>
 void launch_connectome_step(Launcher&& launch, const float* v,  // [B, N], strided
                             const float* stimulus,              // [B, C], strided

@@ -113,6 +113,9 @@ class ConnectomeStage:
             order = flyvis_column_order(env.vision.retina.id_map)
         except VisionError as e:
             raise EnvError(f"connectome: {e}") from None
+        if self.net.columns != env.vision.readouts.shape[2]:
+            raise EnvError(f"connectome: its network has {self.net.columns} input columns, the eyes "
+                           f"{env.vision.readouts.shape[2]} ommatidia")
         self.out, self.N, self.W, self.readouts = out, c.num_nodes, W, env.vision.readouts
         self.nodes = torch.cat(nodes)
         self.order = torch.as_tensor(order, device=dev)
@@ -134,6 +137,5 @@ class ConnectomeStage:
         observation), then the observed voltages."""
         if advance:
             photoreceptors(self.readouts, self.order, self.stimulus, self._scratch)
-            for _ in range(self.k):
-                self.net.step(self.stimulus)
+            self.net.run(self.stimulus, self.k)
         torch.index_select(self.net.voltages.view(self.W, 2, self.N), 2, self.nodes, out=self.out)

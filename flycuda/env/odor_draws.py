@@ -104,6 +104,7 @@ class OdorDraws:
                            "(flycuda.env.make sets it; with sim=, set mjm.opt.density, e.g. "
                            "flycuda.env.odor_draws.AIR_DENSITY, before building the worlds), or pass wind_force=False")
         wp, _ = import_warp()
+        self._replaced = sim.model.opt.wind  # kept alive: a graph captured before may still read it
         sim.model.opt.wind = wp.from_torch(self.wind, dtype=wp.vec3)
 
     def draw(self, env, done: torch.Tensor) -> None:

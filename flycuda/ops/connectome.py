@@ -9,6 +9,7 @@ formulas (``PPNeuronIGRSynapses``: a gather of every edge's source, ``scatter_ad
 from __future__ import annotations
 
 import math
+import struct
 
 import torch
 
@@ -45,7 +46,7 @@ def connectome_step(v: torch.Tensor, stimulus: torch.Tensor, rowptr: torch.Tenso
         bias, tau: float32 [N], contiguous: each node's resting potential and time constant (s).
         out: float32 [B, N], written; any strides, no overlapping memory, not sharing memory with
             an input (the step reads every node's old voltage: keep two buffers).
-        dt: the step (s), finite and > 0; taken as float32, as flyvis does.
+        dt: the step (s), finite and > 0 as a float32 (the step takes it so, as flyvis does).
         input_nodes: a multiple of C, at most N.
 
     The maps' values are checked once per tensor on CUDA (with host copies; never while a
@@ -55,15 +56,24 @@ def connectome_step(v: torch.Tensor, stimulus: torch.Tensor, rowptr: torch.Tenso
     Raises:
         RuntimeError: a wrong dtype, rank, shape, device, contiguity, aliasing or map value
             (naming the argument); ``out`` is left untouched.
-        ValueError: ``dt`` not finite and > 0, ``input_nodes`` not a multiple of C in [0, N].
+        ValueError: ``dt`` not finite and > 0 in float32, ``input_nodes`` not a multiple of C in [0, N].
     """
-    if not (math.isfinite(dt) and dt > 0):
-        check_option("connectome_step", "dt", False, "finite and > 0", dt)
+    dt32 = _float32(dt)
+    if not (math.isfinite(dt32) and dt32 > 0):
+        check_option("connectome_step", "dt", False, "finite and > 0 in float32", dt)
     if _tables_fit(v, rowptr, src, out):
         check_offsets("connectome_step", "rowptr", rowptr, src.shape[0], "E = src.size(0)", ref=out)
         check_index("connectome_step", "src", src, out.shape[1], "N = out.size(1)", ref=out)
     torch.ops.flycuda.connectome_step.default(v, stimulus, rowptr, src, weight, bias, tau, out, float(dt),
                                               int(input_nodes))
+
+
+def _float32(x: float) -> float:
+    """``x`` rounded to float32, as the op takes it (inf past float32's range)."""
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def _tables_fit(v, rowptr, src, out) -> bool:
@@ -89,8 +99,11 @@ def _connectome_step_fake(v, stimulus, rowptr, src, weight, bias, tau, out, dt, 
         torch._check(t.dtype == dtype and t.dim() == 1 and (n is None or t.shape[0] == n),
                      lambda: f"{op}: argument '{name}' must be {dtype} [{n if n is not None else 'E'}], got "
                              f"{t.dtype} {tuple(t.shape)}")
-    torch._check(0 <= input_nodes <= N and (input_nodes == 0 or input_nodes % max(stimulus.shape[1], 1) == 0),
-                 lambda: f"{op}: argument 'input_nodes' must be a multiple of C in [0, {N}], got {input_nodes}")
+    torch._check_value(0 <= input_nodes <= N and (input_nodes == 0 or input_nodes % max(stimulus.shape[1], 1) == 0),
+                       lambda: f"{op}: argument 'input_nodes' must be a multiple of C in [0, {N}], got {input_nodes}")
+    dt32 = _float32(dt)
+    torch._check_value(math.isfinite(dt32) and dt32 > 0,
+                       lambda: f"{op}: argument 'dt' must be finite and > 0 in float32, got {dt}")
     check_same_device("connectome_step", "out", out, v=v, stimulus=stimulus, rowptr=rowptr, src=src, weight=weight,
                       bias=bias, tau=tau)
     return None

@@ -123,7 +123,8 @@ def flyvis_weights(connectome: Connectome, params: dict) -> torch.Tensor:
 
 class ConnectomeNetwork:
     """flyvis's network for ``batch`` eyes on ``device``, one :func:`flycuda.ops.connectome_step`
-    per :meth:`step` (capturable: buffers made here, the voltages copied in place).
+    per step (capturable: buffers made here; :meth:`run` alternates two voltage buffers and
+    leaves the result in :attr:`voltages`, the same tensor throughout).
 
     The edges are kept as rows in flyvis's per-node order (:meth:`Connectome.rows`), their
     weights computed once as flyvis does (:func:`flyvis_weights`): 12 MB for the network, shared
@@ -169,9 +170,18 @@ class ConnectomeNetwork:
     def step(self, stimulus: torch.Tensor) -> torch.Tensor:
         """One step of ``dt`` with ``stimulus`` [B, 721] (flyvis's column order; each column's value
         to R1-R8); returns :attr:`voltages`."""
-        connectome_step(self._v, stimulus, self.rowptr, self.src, self.weight, self.bias, self.tau, self._next,
-                        dt=self.dt, input_nodes=self.input_nodes)
-        self._v.copy_(self._next)
+        return self.run(stimulus, 1)
+
+    def run(self, stimulus: torch.Tensor, steps: int) -> torch.Tensor:
+        """``steps`` steps on one ``stimulus``, the two voltage buffers taking turns (one copy into
+        :attr:`voltages` at the end when ``steps`` is odd); returns :attr:`voltages`."""
+        now, nxt = self._v, self._next
+        for _ in range(steps):
+            connectome_step(now, stimulus, self.rowptr, self.src, self.weight, self.bias, self.tau, nxt, dt=self.dt,
+                            input_nodes=self.input_nodes)
+            now, nxt = nxt, now
+        if now is not self._v:
+            self._v.copy_(now)
         return self._v
 
     def steady_state(self, value: float = GREY, seconds: float = 1.0) -> torch.Tensor:
