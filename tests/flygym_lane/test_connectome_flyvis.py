@@ -6,7 +6,8 @@ every trainable one (time constants below dt, negative strengths that flyvis cla
 step-by-step path (fade-in, then ``_next_state`` per vision update at 1/500 s) on inputs rendered by
 flycuda's eyes from a turning fly; and a checkpoint written by flyvis's own ``checkpoint`` code,
 read by flycuda without flyvis. flyvis is installed for these tests only (requirements-flyvis.txt);
-its import sets torch's default device, so the fixture pins it to the CPU and restores it after."""
+its import sets torch's default device and matplotlib's rcParams, so the fixture pins the device to
+the CPU and restores both after."""
 
 from __future__ import annotations
 
@@ -34,8 +35,13 @@ DT = 1 / 50  # flyvis' training step
 
 @pytest.fixture(scope="module")
 def flyvis_net(tmp_path_factory):
-    """flyvis's default Network() on the CPU (its connectome cache under a temporary root)."""
+    """flyvis's default Network() on the CPU (its connectome cache under a temporary root). Its
+    import changes process-wide state, restored after these tests: torch's default device and
+    matplotlib's rcParams (dpi 300, tight bounding boxes, 5 pt fonts...)."""
+    import matplotlib  # noqa: PLC0415
+
     before_env, before_device = os.environ.get("FLYVIS_ROOT_DIR"), torch.get_default_device()
+    before_rc = matplotlib.rcParams.copy()
     os.environ["FLYVIS_ROOT_DIR"] = str(tmp_path_factory.mktemp("flyvis_root"))
     try:
         import flyvis  # noqa: PLC0415  (only these tests import it: it sets torch's default device)
@@ -49,6 +55,7 @@ def flyvis_net(tmp_path_factory):
         yield net
     finally:
         torch.set_default_device(before_device)
+        matplotlib.rcParams.update(before_rc)
         if before_env is None:
             os.environ.pop("FLYVIS_ROOT_DIR", None)
         else:
