@@ -1152,7 +1152,8 @@ def test_odor_intensity(sanitizer):
     args = [odor_args(37, 7, 3, 5, "advection_diffusion", "strided", seed=1),
             odor_args(300, 2, 1, 4, "power", "shared", seed=2, exponent=1.5),
             dict(odor_args(5, 3, 2, 4, "advection_diffusion", "per_world", seed=3), wind=None),
-            odor_args(1, 1, 1, 4, "power", "contiguous", seed=4)]
+            odor_args(1, 1, 1, 4, "power", "contiguous", seed=4),
+            odor_args(6, 3, 2, 4, "power", "strided", seed=6, exponent=1.0)]  # 1 / d (torch's pow for -1)
     edge = odor_args(3, 2, 1, 4, "advection_diffusion", seed=5)
     edge["sensors"][0, 1, :2] = edge["sources"][0, 0, :2]
     edge["sources"][2, 1, 1] = float("nan")
