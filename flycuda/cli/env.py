@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
                         "PATH.py defining policy(obs, env) -> actions [W, A] (or make_policy(env) returning one)")
     e.add_argument("--duration", type=positive_float, default=0.25, help="simulated seconds (default 0.25)")
     e.add_argument("--model", choices=list(NAMED_MODELS), default=None,
-                   help="the fly (default: neuromechfly for approach, which needs its eyes; hexapod otherwise)")
+                   help="the fly (default: neuromechfly for approach and follow, which need its eyes; hexapod otherwise)")
     e.add_argument("--device", choices=["cuda", "cpu"], default=None)
     e.add_argument("--control-dt", type=positive_float, default=None, metavar="SECONDS",
                    help="seconds per control step (a whole number of physics steps; default 10 of them)")
@@ -47,7 +47,14 @@ def add_parser(sub) -> None:
                    help="control steps before an episode is truncated (0: never; default 500)")
     e.add_argument("--vision", default=None, metavar="MODE",
                    help="exact, fast or fast:K (the replay's grammar, without a rate: the eyes are read every "
-                        "control step): the eyes join the observations (default fast:2 for approach on neuromechfly)")
+                        "control step): the eyes join the observations (default fast:2 for approach and follow on "
+                        "neuromechfly)")
+    e.add_argument("--connectome", nargs="?", const="central", choices=["central", "all"], default=None,
+                   help="flyvis's connectome network behind the eyes (needs --vision; its default cell types, T4a-d "
+                        "and T5a-d, at each eye's central column or all columns; 500 Hz: --control-dt 0.002 on "
+                        "neuromechfly); the installed flyvis wheel's connectome or $FLYCUDA_CONNECTOME")
+    e.add_argument("--connectome-checkpoint", default=None, metavar="PATH",
+                   help="a flyvis checkpoint for --connectome (default: the connectome's initial parameters)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
                    help="one of the task's options, e.g. wind=(200,400) or field=advection_diffusion (repeatable; "
@@ -61,8 +68,8 @@ def add_parser(sub) -> None:
                         "qpos (the task's objects too; and with --vision the eyes' readouts) at 30 Hz")
     e.add_argument("--render", default=None, metavar="OUT.mp4",
                    help="a mosaic video of the worlds (rendered afterwards from --record, re-posing the named "
-                        "model with the task's own objects, approach's pillar; with --vision each world's eyes under "
-                        "its tile)")
+                        "model with the task's own objects, approach's pillar, follow's target; with --vision each "
+                        "world's eyes under its tile)")
     e.add_argument("--render-size", type=size, default=(160, 120), metavar="WxH",
                    help="--render's tile size (default 160x120)")
     e.add_argument("--render-worlds", default="0:16", metavar="SPEC",
@@ -124,8 +131,8 @@ def _ids(n: int, env) -> torch.Tensor:
     return torch.arange(n, dtype=torch.int32, device=env.device)
 
 
-# A task's defaults where the command line leaves them open: approach is seen with the eyes.
-TASK_DEFAULTS = {"approach": {"model": "neuromechfly", "vision": "fast:2"}}
+# A task's defaults where the command line leaves them open: approach and follow are seen with the eyes.
+TASK_DEFAULTS = {t: {"model": "neuromechfly", "vision": "fast:2"} for t in ("approach", "follow")}
 
 
 def _action_names(env) -> list[str]:
@@ -152,9 +159,12 @@ def run(args) -> int:
         args.model = defaults.get("model", "hexapod")
         if args.vision is None and args.model == defaults.get("model"):
             args.vision = defaults.get("vision")
+    if args.connectome_checkpoint and not args.connectome:
+        raise EnvError("--connectome-checkpoint is the network's: add --connectome")
+    connectome = dict(columns=args.connectome, checkpoint=args.connectome_checkpoint) if args.connectome else None
     env = make(args.task, args.worlds, model=args.model, device=args.device, control_dt=args.control_dt,
                max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed, action=args.action,
-               terrain=args.terrain, **dict(args.task_option))
+               terrain=args.terrain, connectome=connectome, **dict(args.task_option))
     policy = load_policy(args.policy, env)
     steps = max(1, round(args.duration / env.control_dt))
     obs, _ = env.reset(seed=args.seed)

@@ -55,14 +55,18 @@ def add_parser(sub) -> None:
     r.add_argument("--observe", nargs="+", default=None, metavar="SPEC",
                    help="what to record, each KIND[:NAMES][@EVERY]: angles (always), qpos, qvel, ctrl, "
                         "actuator_force, body_pos:NAMES, body_quat:NAMES, sensor:NAMES; @N steps or @30hz "
-                        "(e.g. --observe qpos@30hz body_pos:c_thorax 'sensor:*contact*'); needs --record "
-                        "(or --out). A .zarr store always gets qpos at the video rate too (see --no-qpos)")
+                        "(e.g. --observe qpos@30hz body_pos:c_thorax 'sensor:*contact*'); with --vision also "
+                        "connectome[:TYPES] or connectome_columns[:TYPES] (flyvis's network behind the eyes, each "
+                        "eye's central column or all; default T4a-d, T5a-d); needs --record (or --out). A .zarr "
+                        "store always gets qpos at the video rate too (see --no-qpos)")
     r.add_argument("--no-qpos", action="store_true",
                    help="do not add qpos at the video rate to a .zarr store (then `flycuda render` cannot draw it)")
     r.add_argument("--vision", nargs="?", const="exact", default=None, metavar="SPEC",
                    help="record every world's ommatidia readouts (FlyGym's compound eyes; --model neuromechfly) "
                         "into the store as 'vision': exact or fast[:K] (K rays per ommatidium), @STEPS or "
                         "@RATEhz (default exact@500hz); a video then shows each world's eyes under its tile")
+    r.add_argument("--connectome-checkpoint", default=None, metavar="PATH",
+                   help="a flyvis checkpoint for --observe connectome (default: the connectome's initial parameters)")
     add_store_options(r, "the recording: a zarr store (.zarr: streamed in chunks, any size; angles, targets and "
                         "every observable) or .npz (small runs: angles, targets, tracking errors)")
     r.add_argument("--out", default=None, metavar="DIR",
@@ -100,7 +104,8 @@ def settings_of(args) -> tuple[ReplaySettings, Outputs]:
         offsets=args.offsets, mode=args.mode, interp=args.interp, device=args.device, graph=args.graph,
         steps_per_graph=args.steps_per_graph, warmup=args.warmup, observe=tuple(args.observe or ("angles",)),
         record_every=args.record_every, record=args.record, overwrite=args.overwrite, vision=args.vision,
-        render_every=args.render_every or 0, profile=args.profile, progress=not args.no_progress)
+        render_every=args.render_every or 0, profile=args.profile, progress=not args.no_progress,
+        connectome_checkpoint=args.connectome_checkpoint)
     outputs = Outputs(out=args.out, video=args.render, frames=args.frames, plot=args.plot, json=args.json,
                       render_worlds=args.render_worlds, render_size=args.render_size, renderer=args.renderer,
                       camera=args.camera, qpos=not args.no_qpos)
@@ -129,7 +134,7 @@ def run(args) -> int:
 OPTIONS = {name: "--" + name.replace("_", "-") for name in (
     "worlds", "duration", "snippet", "offsets", "mode", "interp", "device", "graph", "steps_per_graph", "warmup",
     "observe", "record_every", "record", "overwrite", "vision", "render_every", "profile", "plot", "model", "motion",
-    "camera", "frames", "out", "renderer")}
+    "camera", "frames", "out", "renderer", "connectome_checkpoint")}
 # the names that become their option where they start a message (``model`` and ``motion`` do not:
 # "model file not found" is the file's, not the option's)
 LEADING = set(OPTIONS) - {"model", "motion"}

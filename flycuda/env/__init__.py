@@ -31,13 +31,15 @@ from ..flygym.terrain import TERRAINS, check_terrain
 from ..sim.mjwarp import Sim
 from ..worlds import NAMED_MODELS, is_flygym_model, resolve
 from .core import JITTER_STATES, FlyVecEnv, decimation_of
+from .follow import Follow
 from .layout import GROUPS
 from .odor_draws import AIR_DENSITY, OdorDraws
 from .odor_tasks import OdorObstacles, OdorTaxis
 from .settle import SETTLE_SECONDS
 from .tasks import Approach, Imitate, Task, Walk, body_length
 
-__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "OdorTaxis", "OdorObstacles", "GROUPS",
+__all__ = ["make", "make_vec", "FlyVecEnv", "TASKS", "Task", "Imitate", "Walk", "Approach", "Follow", "OdorTaxis", "OdorObstacles",
+           "GROUPS",
            "ACTIONS", "TERRAINS", "JITTER_STATES", "TERRAIN_JITTER", "OdorDraws", "AIR_DENSITY"]
 
 ACTIONS = ("joints", "descending")
@@ -45,8 +47,8 @@ ACTIONS = ("joints", "descending")
 or two descending drives per world into FlyGym's hybrid turning controller."""
 TERRAIN_JITTER = 0.65
 """mm: the default ``spawn_jitter`` on a terrain (half of a 1.3 mm block)."""
-TASKS = {t.name: t for t in (Imitate, Walk, Approach, OdorTaxis, OdorObstacles)}
-"""The tasks by name ("imitate", "walk", "approach", "odor_taxis", "odor_obstacles"): what ``make``
+TASKS = {t.name: t for t in (Imitate, Walk, Approach, Follow, OdorTaxis, OdorObstacles)}
+"""The tasks by name ("imitate", "walk", "approach", "follow", "odor_taxis", "odor_obstacles"): what ``make``
 and ``flycuda/<task>-v0`` accept."""
 
 
@@ -58,7 +60,7 @@ def make(task: str | Task, worlds: int = 16, *, model: str = "hexapod", device=N
     """A batched environment of ``worlds`` flies doing ``task``.
 
     Args:
-        task: a task's name (:data:`TASKS`: "imitate", "walk", "approach", "odor_taxis",
+        task: a task's name (:data:`TASKS`: "imitate", "walk", "approach", "follow", "odor_taxis",
             "odor_obstacles") or a :class:`Task`.
         worlds: how many worlds (ignored when ``sim`` is given: its worlds).
         model: "hexapod" (built in), "neuromechfly" or "neuromechfly-capsules" (FlyGym); with

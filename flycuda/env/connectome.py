@@ -8,7 +8,8 @@ channels, in flyvis's column order: :func:`flycuda.vision.network.photoreceptors
 ``rate x control_dt`` steps of ``1 / rate`` on that frame (FlyGym 1.x: one step per vision update
 at its ``vision_refresh_rate``, 500 Hz), and the chosen cell types' voltages go into the
 environment's own columns, on the device, inside the step's graph. A world that starts an episode
-restarts its eyes' networks from flyvis's steady state (1 s of grey from rest), computed once.
+restarts its eyes' networks from flyvis's steady state (1 s of grey from rest), computed once, or
+with ``start="scene"`` from FlyGym 1.x's start (1 s fading in the first frame the eyes see).
 """
 
 from __future__ import annotations
@@ -19,12 +20,9 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import EnvError, VisionError
-from ..vision.connectome import Connectome
-from ..vision.network import ConnectomeNetwork, flyvis_column_order, initial_parameters, load_checkpoint, photoreceptors
+from ..vision.eye_network import COLUMNS, DEFAULT_CELL_TYPES, EYES, EyeNetworks, observed_names
 
 __all__ = ["ConnectomeSpec", "ConnectomeStage", "EYES", "column_names", "steps_per_control"]
-
-EYES = ("left", "right")
 
 
 @dataclass(frozen=True)
@@ -40,13 +38,18 @@ class ConnectomeSpec:
         checkpoint: a flyvis checkpoint (:func:`flycuda.vision.network.load_checkpoint`); None: the
             connectome's initial parameters (an untrained network).
         file: flyvis's connectome file; None: the installed flyvis wheel's.
+        start: where each eye's network starts an episode: ``"grey"`` (flyvis's steady state: 1 s
+            of grey from rest) or ``"scene"`` (FlyGym 1.x's: 1 s from rest fading in the first
+            frame world 0's eyes see, computed at the environment's first reset; its later resets
+            restart there too).
     """
 
-    cell_types: tuple = ("T4a", "T4b", "T4c", "T4d", "T5a", "T5b", "T5c", "T5d")
+    cell_types: tuple = DEFAULT_CELL_TYPES
     columns: str = "central"
     rate: float = 500.0
     checkpoint: str | None = None
     file: str | None = None
+    start: str = "grey"
 
     @classmethod
     def of(cls, value) -> "ConnectomeSpec":
@@ -61,18 +64,16 @@ class ConnectomeSpec:
             raise EnvError(f"connectome has no option {unknown[0]!r}; its options are: "
                            f"{', '.join(cls.__dataclass_fields__)}")
         spec = cls(**{k: tuple(v) if k == "cell_types" else v for k, v in value.items()})
-        if spec.columns not in ("central", "all") or not spec.cell_types:
-            raise EnvError(f"connectome needs columns 'central' or 'all' and at least one cell type, got "
-                           f"columns={spec.columns!r}, cell_types={spec.cell_types!r}")
+        if spec.columns not in COLUMNS or not spec.cell_types or spec.start not in ("grey", "scene"):
+            raise EnvError(f"connectome needs columns 'central' or 'all', at least one cell type and start 'grey' "
+                           f"or 'scene', got columns={spec.columns!r}, cell_types={spec.cell_types!r}, "
+                           f"start={spec.start!r}")
         return spec
 
 
 def column_names(spec: ConnectomeSpec, columns: int) -> list[str]:
-    """The observation columns' names: ``connectome:<type>:<eye>`` (central) or
-    ``connectome:<type>:<eye>:<column>`` (all), eyes outermost."""
-    if spec.columns == "central":
-        return [f"connectome:{t}:{eye}" for eye in EYES for t in spec.cell_types]
-    return [f"connectome:{t}:{eye}:{c}" for eye in EYES for t in spec.cell_types for c in range(columns)]
+    """The observation columns' names (:func:`flycuda.vision.eye_network.observed_names`)."""
+    return observed_names(spec.cell_types, spec.columns, columns)
 
 
 def steps_per_control(rate: float, control_dt: float, timestep: float) -> int:
@@ -92,7 +93,8 @@ def steps_per_control(rate: float, control_dt: float, timestep: float) -> int:
 
 
 class ConnectomeStage:
-    """The network behind every world's eyes (capturable: buffers made here).
+    """The network behind every world's eyes (capturable: buffers made here; ``spec``: what it
+    was made from).
 
     Args:
         env: the environment (its worlds, eyes, control step).
@@ -103,39 +105,31 @@ class ConnectomeStage:
     def __init__(self, env, spec: ConnectomeSpec, out: torch.Tensor):
         if env.vision is None:
             raise EnvError("connectome= needs the eyes: make(..., vision='exact' or 'fast:K', connectome=...)")
-        W, dev = env.num_envs, env.device
-        self.k = steps_per_control(spec.rate, env.control_dt, env.sim.timestep)
+        self.spec, self.k = spec, steps_per_control(spec.rate, env.control_dt, env.sim.timestep)
         try:
-            c = Connectome.build(spec.file)
-            params = load_checkpoint(spec.checkpoint) if spec.checkpoint is not None else initial_parameters(c)
-            self.net = ConnectomeNetwork(c, params, 2 * W, dt=1.0 / spec.rate, device=dev)
-            nodes = [self.net.nodes(t, central=spec.columns == "central") for t in spec.cell_types]
-            order = flyvis_column_order(env.vision.retina.id_map)
+            self.eyes = EyeNetworks(env.vision, 1.0 / spec.rate, spec.cell_types, spec.columns, spec.checkpoint,
+                                    spec.file, out=out)
         except VisionError as e:
             raise EnvError(f"connectome: {e}") from None
-        if self.net.columns != env.vision.readouts.shape[2]:
-            raise EnvError(f"connectome: its network has {self.net.columns} input columns, the eyes "
-                           f"{env.vision.readouts.shape[2]} ommatidia")
-        self.out, self.N, self.W, self.readouts = out, c.num_nodes, W, env.vision.readouts
-        self.nodes = torch.cat(nodes)
-        self.order = torch.as_tensor(order, device=dev)
-        self.stimulus = torch.empty(2 * W, self.net.columns, device=dev)
-        self._scratch = torch.empty(W, 2, self.net.columns, device=dev)
-        rest = ConnectomeNetwork(c, params, 1, dt=1.0 / spec.rate, device=dev)
-        self.steady = rest.steady_state().clone()  # [1, N]: every eye's start
-        self._eyes = torch.zeros(W, 2, dtype=torch.bool, device=dev)
-        self.net.voltages.copy_(self.steady.expand_as(self.net.voltages))
+        self.net, self.nodes, self.steady, self.out = self.eyes.net, self.eyes.nodes, self.eyes.steady, out
+        self._begun = False
 
     def reset(self, done: torch.Tensor) -> None:
-        """The eyes of the worlds ``done`` marks back at the steady state."""
-        self._eyes.copy_(done.unsqueeze(1))
-        v = self.net.voltages
-        torch.where(self._eyes.view(-1, 1), self.steady, v, out=v)
+        """The eyes of the worlds ``done`` marks back at their start."""
+        self.eyes.reset(done)
+
+    def begin(self) -> bool:
+        """At the environment's first reset, after its eyes read the worlds (on the host): with
+        ``start="scene"`` every eye's network faded in on world 0's frame. True when it did."""
+        if self.spec.start != "scene" or self._begun:
+            return False
+        self.eyes.start_in_scene()
+        self._begun = True
+        return True
 
     def observe(self, advance: bool = True) -> None:
         """``k`` network steps on the eyes' readouts now (unless ``advance`` is False: a reset's
         observation), then the observed voltages."""
         if advance:
-            photoreceptors(self.readouts, self.order, self.stimulus, self._scratch)
-            self.net.run(self.stimulus, self.k)
-        torch.index_select(self.net.voltages.view(self.W, 2, self.N), 2, self.nodes, out=self.out)
+            self.eyes.advance(self.k)
+        self.eyes.observe()

@@ -292,6 +292,7 @@ class FlyVecEnv(VectorEnv):
 
     def _advance(self) -> None:
         """One control step of every world (capturable: in-place ops on fixed buffers)."""
+        self.task.move(self)  # a task's moving objects (Follow's target), before the physics
         if self.descending is not None:  # the walking controller sets ctrl before every physics step
             for _ in range(self.decimation):
                 self.descending.act(self.actions)
@@ -341,6 +342,8 @@ class FlyVecEnv(VectorEnv):
                           self.nonfinite_action, self.nonfinite.state, self.status):
                 flags.zero_()
             self._observe(advance=False)
+            if self.connectome is not None and self.connectome.begin():  # 1.x's fade-in on the first frame
+                self._observe(advance=False)
         if self.copy:
             return self.obs.clone(), {k: v.clone() for k, v in self.task.info().items()}
         return self.obs, dict(self.task.info())

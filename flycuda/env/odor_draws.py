@@ -22,9 +22,9 @@ import math
 
 import torch
 
-from .. import ops
 from ..errors import EnvError
 from ..sim.mjwarp import import_warp
+from .draws import ResetDraws
 
 __all__ = ["OdorDraws", "AIR_DENSITY", "DRAW_SALT", "FAR", "check_draws"]
 
@@ -70,11 +70,8 @@ class OdorDraws:
         self._root = env.layout.root_adr
         m = n + 3  # the draws: n peak factors, the aversive count, the wind's speed and turn
         f32 = dict(dtype=torch.float32, device=dev)
-        self.u = torch.zeros(W, m, **f32)
-        self._init = [torch.zeros(1, m, **f32), torch.zeros(1, 1, **f32), torch.zeros(1, dtype=torch.float64,
-                      device=dev), torch.ones(m, **f32), torch.zeros(1, **f32)]
-        self._scratch = [torch.zeros(W, 1, **f32), torch.zeros(W, dtype=torch.int64, device=dev),
-                         torch.zeros(W, dtype=torch.int64, device=dev), torch.zeros(W, dtype=torch.float64, device=dev)]
+        self._draws = ResetDraws(env, m, DRAW_SALT)
+        self.u = self._draws.u
         self.peaks = self.base.repeat(W, 1, 1)
         self.out = torch.ones(W, n, **f32)
         self.wind = torch.zeros(W, 3, **f32)
@@ -109,9 +106,7 @@ class OdorDraws:
 
     def draw(self, env, done: torch.Tensor) -> None:
         """New scenes in the worlds ``done`` marks, from their (already placed) initial states."""
-        qvel, steps, episodes, offsets = self._scratch
-        episodes.copy_(env.episodes)
-        ops.reset_worlds(done, *self._init, env.seed_value ^ DRAW_SALT, self.u, qvel, steps, episodes, offsets)
+        self._draws.draw(env, done)
         n, u = self.base.shape[0], self.u
         lo, hi = self.aversive
         torch.add(u[:, n], 1.0, out=self._count)  # lo + floor((u + 1) (hi - lo + 1) / 2), at most hi

@@ -16,7 +16,7 @@ from ..errors import EnvError
 from ..sim.bodies import add_bodies
 from .odor_draws import AIR_DENSITY, OdorDraws, check_draws
 from .smell import add_sensors
-from .tasks import Task, body_length, slide_adrs, slide_joints
+from .tasks import Task, arrangement_frames, body_length, slide_adrs, slide_joints, spread_bearings, yaw_of
 
 __all__ = ["OdorTaxis", "OdorObstacles", "ATTRACTIVE_RGBA", "AVERSIVE_RGBA"]
 
@@ -144,14 +144,11 @@ class OdorTaxis(Task):
 
     # -- the start of an episode ---------------------------------------------------------------
     def init_frames(self, env) -> torch.Tensor:
-        K = self.arrangements
-        if env.motion is None:
-            return torch.zeros(K, dtype=torch.float64)
-        return torch.floor(torch.arange(K, dtype=torch.float64) * (env.motion.num_frames / K))
+        return arrangement_frames(env, self.arrangements)
 
     def bearings(self, K: int) -> torch.Tensor:
         """The K arrangements' turns (rad) in [-spread, spread], golden-ratio spaced."""
-        return self.spread * (2 * torch.frac(torch.arange(K, dtype=torch.float64) * 0.6180339887498949 + 0.5) - 1)
+        return spread_bearings(K, self.spread)
 
     def initial_states(self, env, frames):
         qpos, qvel = super().initial_states(env, frames)
@@ -164,9 +161,7 @@ class OdorTaxis(Task):
         """1.x's sources around each state's thorax, scaled, turned by its arrangement's bearing
         plus the fly's own heading."""
         u, root = body_length(env.model_unit) / 2.5 * self.scale, env.layout.root_adr
-        q = qpos[:, root + 3:root + 7].double()
-        yaw = torch.atan2(2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2] ** 2 + q[:, 3] ** 2))
-        turn = self.bearings(qpos.shape[0]) + yaw
+        turn = self.bearings(qpos.shape[0]) + yaw_of(qpos, root)
         c, s = torch.cos(turn), torch.sin(turn)
         for (ax, ay), (x, y) in zip(self._placed_adrs(env), self.placed_xy()):
             qpos[:, ax] = (qpos[:, root].double() + u * (c * x - s * y)).float()

@@ -34,15 +34,35 @@ def heading_into(quat, hx: torch.Tensor, hy: torch.Tensor) -> None:
     hy.copy_(qx).mul_(qy).addcmul_(qw, qz).mul_(2.0)
 
 
-def slide_joints(body: str) -> list[dict]:
+def arrangement_frames(env, K: int) -> torch.Tensor:
+    """float64 [K]: the recording frames of K initial states, evenly spread (zeros without one)."""
+    if env.motion is None:
+        return torch.zeros(K, dtype=torch.float64)
+    return torch.floor(torch.arange(K, dtype=torch.float64) * (env.motion.num_frames / K))
+
+
+def spread_bearings(K: int, spread: float) -> torch.Tensor:
+    """float64 [K]: K turns (rad) in [-spread, spread], golden-ratio spaced."""
+    return spread * (2 * torch.frac(torch.arange(K, dtype=torch.float64) * 0.6180339887498949 + 0.5) - 1)
+
+
+def yaw_of(qpos: torch.Tensor, root: int) -> torch.Tensor:
+    """float64 [K]: the heading (rad about z) of the root's quaternion ``qpos[:, root+3:root+7]``."""
+    q = qpos[:, root + 3:root + 7].double()
+    return torch.atan2(2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2] ** 2 + q[:, 3] ** 2))
+
+
+def slide_joints(body: str, damping: float = 1.0) -> list[dict]:
     """The two slide joints (x, y; named ``<body>_x``, ``<body>_y``) that let a reset place a
-    task's object in the floor plane (:func:`flycuda.sim.bodies.add_bodies`' description)."""
-    return [{"name": f"{body}_{c}", "type": "slide", "axis": axis, "damping": 1.0}
+    task's object in the floor plane (:func:`flycuda.sim.bodies.add_bodies`' description;
+    ``damping`` 0: an object the task moves keeps the velocity it is given)."""
+    return [{"name": f"{body}_{c}", "type": "slide", "axis": axis, "damping": float(damping)}
             for c, axis in (("x", [1.0, 0.0, 0.0]), ("y", [0.0, 1.0, 0.0]))]
 
 
-def slide_adrs(env, body: str, missing: str) -> tuple[int, int]:
-    """The qpos addresses of ``body``'s :func:`slide_joints` in ``env``'s model.
+def slide_adrs(env, body: str, missing: str, of: str = "qpos") -> tuple[int, int]:
+    """The qpos (``of="qpos"``) or qvel (``of="qvel"``) addresses of ``body``'s
+    :func:`slide_joints` in ``env``'s model.
 
     Raises:
         EnvError: ``missing`` (what to do), when the model lacks them.
@@ -51,7 +71,8 @@ def slide_adrs(env, body: str, missing: str) -> tuple[int, int]:
     ids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, f"{body}_{c}") for c in "xy"]
     if min(ids) < 0:
         raise EnvError(missing)
-    return int(mjm.jnt_qposadr[ids[0]]), int(mjm.jnt_qposadr[ids[1]])
+    adr = mjm.jnt_qposadr if of == "qpos" else mjm.jnt_dofadr
+    return int(adr[ids[0]]), int(adr[ids[1]])
 
 
 class Task:
@@ -111,6 +132,10 @@ class Task:
     def on_reset(self, env, done: torch.Tensor) -> None:
         """After the worlds ``done`` marks (bool [W]) got their initial states, on the device
         (captured with the step): a task draws the rest of their scene here. Most tasks have none."""
+
+    def move(self, env) -> None:
+        """Before each control step's physics, on the device (captured with the step): a task
+        moves its objects here (:class:`flycuda.env.follow.Follow`'s target). Most tasks have none."""
 
     def noise_scales(self, env) -> tuple[torch.Tensor, torch.Tensor]:
         """(qpos_noise [nq], qvel_noise [nv]): ``noise`` rad on the driven joints' angles,
@@ -272,10 +297,11 @@ class Approach(Task):
                  jitter: float = 0.2, **kw):
         super().__init__(**kw)
         if not (distance > radius > 0 and height > 0 and isinstance(bearings, int) and bearings >= 1 and jitter >= 0):
-            raise EnvError(f"approach needs distance > radius > 0, height > 0, bearings >= 1 and jitter >= 0 (body "
+            raise EnvError(f"{self.name} needs distance > radius > 0, height > 0, bearings >= 1 and jitter >= 0 (body "
                            f"lengths), got distance={distance}, radius={radius}, height={height}, bearings={bearings}, "
                            f"jitter={jitter}")
-        self.distance, self.radius, self.height, self.bearings, self.jitter = distance, radius, height, bearings, jitter
+        self.distance_start, self.radius, self.height = float(distance), radius, height
+        self.bearings, self.jitter = bearings, jitter
 
     def bodies(self, length: float) -> list[dict]:
         L = length
@@ -284,9 +310,12 @@ class Approach(Task):
                  "geoms": [{"name": "pillar", "type": "cylinder", "size": [self.radius * L, 0.5 * self.height * L, 0.0],
                             "rgba": [0.1, 0.1, 0.12, 1.0], "contype": 0, "conaffinity": 0, "group": 0, "mass": 1.0}]}]
 
-    def _pillar_adrs(self, env) -> tuple[int, int]:
-        return slide_adrs(env, "pillar", "the approach task's pillar is missing from the model: build the worlds "
-                          "with flycuda.env.make (it adds it), or decorate the MjSpec with Approach.decorate")
+    target = "pillar"  # the body the task places (and measures the fly against)
+
+    def _target_adrs(self, env, of: str = "qpos") -> tuple[int, int]:
+        return slide_adrs(env, self.target, f"the {self.name} task's {self.target} is missing from the model: build "
+                          f"the worlds with flycuda.env.make (it adds it), or decorate the MjSpec with "
+                          f"{type(self).__name__}.decorate", of=of)
 
     def init_frames(self, env) -> torch.Tensor:
         T = env.motion.num_frames
@@ -306,21 +335,21 @@ class Approach(Task):
 
     def _place(self, env, frames: torch.Tensor, qpos: torch.Tensor) -> torch.Tensor:
         """The pillars ``distance`` body lengths from each state's thorax, at its bearing."""
-        L, (ax, ay), root = body_length(env.model_unit), self._pillar_adrs(env), env.layout.root_adr
+        L, (ax, ay), root = body_length(env.model_unit), self._target_adrs(env), env.layout.root_adr
         b = self.bearing(frames)
-        qpos[:, ax] = (qpos[:, root] + self.distance * L * torch.cos(b)).float()
-        qpos[:, ay] = (qpos[:, root + 1] + self.distance * L * torch.sin(b)).float()
+        qpos[:, ax] = (qpos[:, root] + self.distance_start * L * torch.cos(b)).float()
+        qpos[:, ay] = (qpos[:, root + 1] + self.distance_start * L * torch.sin(b)).float()
         return qpos
 
     def noise_scales(self, env) -> tuple[torch.Tensor, torch.Tensor]:
         qn, vn = super().noise_scales(env)
-        for a in self._pillar_adrs(env):
+        for a in self._target_adrs(env):
             qn[a] = self.jitter * body_length(env.model_unit)
         return qn, vn
 
     def setup(self, env) -> None:
         q, v, lay = env.sim.view("qpos"), env.sim.view("qvel"), env.layout
-        ax, ay = self._pillar_adrs(env)
+        ax, ay = self._target_adrs(env)
         self.L = body_length(env.model_unit)
         self._d = [torch.empty(env.num_envs, device=env.device) for _ in range(5)]
         self.distance, self.bearing_now = (torch.zeros(env.num_envs, device=env.device) for _ in range(2))

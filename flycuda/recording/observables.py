@@ -13,6 +13,11 @@ An observable is written ``KIND[:NAMES][@EVERY]``:
                     ground-contact sensors), one column per sensor value
 ==================  ==========================================================
 
+With the eyes (``--vision``), ``connectome[:TYPES]`` and ``connectome_columns[:TYPES]``
+record flyvis's network behind both eyes of every world (:mod:`flycuda.vision.stage`): the
+voltages of the named cell types (default T4a-d and T5a-d) at each eye's central column or at
+all 721, one network step per eye sample, at the eyes' rate.
+
 NAMES are comma-separated names or shell patterns (``sensor:*contact*``); a
 name also matches a prefixed one (FlyGym names bodies ``<fly>/<body>``), and a
 pattern that matches nothing exactly is tried regardless of case.
@@ -38,7 +43,7 @@ import torch
 
 from ..errors import ObservableError
 
-__all__ = ["Observable", "ObservableError", "KINDS", "parse", "resolve", "parse_rate", "qpos_labels"]
+__all__ = ["Observable", "ObservableError", "KINDS", "CONNECTOME_KINDS", "parse", "resolve", "parse_rate", "qpos_labels"]
 
 # kind -> (Data field, values per named item, component names)
 KINDS = {
@@ -52,6 +57,10 @@ KINDS = {
     "sensor": ("sensordata", 0, ()),
 }
 NAMED = ("body_pos", "body_quat", "sensor")
+RESERVED_ATTRS = frozenset({"columns", "every", "timestep", "observable", "rows_written"})
+"""The attributes the store gives every array (:func:`flycuda.recording.store.create`)."""
+CONNECTOME_KINDS = {"connectome": "central", "connectome_columns": "all"}
+"""The network's observables (recorded by the eyes' stage) and the columns each records."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,12 @@ class Observable:
     # computes ``source`` (e.g. flycuda.vision's readouts), run only at the samples' steps
     attrs: dict = field(default_factory=dict)  # extra attrs of its stored array (e.g. the sample shape)
 
+    def __post_init__(self):
+        taken = sorted(set(self.attrs) & RESERVED_ATTRS)
+        if taken:  # (``units`` may be an observable's own: one per column)
+            raise ObservableError(f"observable {self.name!r}: its attrs may not set {', '.join(taken)} (the store's "
+                                  f"own attributes of every array)")
+
     @property
     def width(self) -> int:
         return len(self.column_names)
@@ -106,8 +121,12 @@ def parse(text: str) -> Spec:
     if kind == "vision":
         raise ObservableError("the eyes' readouts are recorded with --vision [SPEC] (replay(vision=...)), "
                               "not --observe")
+    if kind in CONNECTOME_KINDS:
+        if rate:
+            raise ObservableError(f"{kind} steps with the eyes, at --vision's rate (vision=...@RATE): no @ in {text!r}")
+        return Spec(kind, tuple(n.strip() for n in names.split(",") if n.strip()))
     if kind not in KINDS:
-        raise ObservableError(f"unknown observable {kind!r} in {text!r}; valid: {', '.join(KINDS)}")
+        raise ObservableError(f"unknown observable {kind!r} in {text!r}; valid: {', '.join((*KINDS, *CONNECTOME_KINDS))}")
     name_list = tuple(n.strip() for n in names.split(",") if n.strip())
     if kind in NAMED and not name_list:
         raise ObservableError(f"observable {kind!r} needs names, e.g. {kind}:NAME (or {kind}:* for all)")

@@ -80,7 +80,8 @@ def replay(settings: ReplaySettings | None = None, *, sim: Sim | None = None, re
                  **({"model": ws.model} if ws.model is not None else {}))
     recording = Recording(targets, checked.specs, checked.target, s.record_every, s.chunk_bytes, facts)
     renders = Renders(renderer, frame_writer, s.render_every)
-    eyes = [VisionStage(checked.vision, retina)] if checked.vision is not None else []
+    eyes = [VisionStage(checked.vision, retina, connectome=checked.connectome,
+                        checkpoint=s.connectome_checkpoint)] if checked.vision is not None else []
     options = LoopOptions(steps, s.steps_per_graph, s.graph, int(round(ws.warmup / ws.sim.timestep)), s.keep_state,
                           s.progress, s.profile, t_start, desc=f"replay {ws.sim.nworld} worlds")
     stats = run_stages(ws.sim, [targets, *eyes, recording, renders], options)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .. import ops
 from ..errors import ReplayError
-from ..recording.observables import parse
+from ..recording.observables import CONNECTOME_KINDS, parse
 from ..recording.reader import Target
 from ..recording.recorder import CHUNK_BYTES
 from ..recording.sink import target_of
@@ -65,7 +65,11 @@ class ReplaySettings:
         chunk_bytes: about this many bytes per recorded chunk (device and host).
         vision: record every world's ommatidia readouts (a fly with eye cameras):
             ``"exact"``, ``"fast:K"``, with ``@STEPS`` or ``@HZhz`` (default 500 Hz), as the
-            array ``vision`` (:mod:`flycuda.vision.stage`); None: no vision.
+            array ``vision`` (:mod:`flycuda.vision.stage`); None: no vision. With it, observe
+            ``connectome[:TYPES]`` or ``connectome_columns[:TYPES]`` records flyvis's network
+            behind the eyes, stepped once per eye sample.
+        connectome_checkpoint: a flyvis checkpoint for that network (None: the connectome's
+            initial parameters).
         render_every: render every N steps with the renderer (0: never).
         profile: path of a torch.profiler Chrome/Perfetto trace to write.
         progress: show a progress bar.
@@ -95,6 +99,7 @@ class ReplaySettings:
     progress: bool = True
     nconmax: int | None = None
     njmax: int | None = None
+    connectome_checkpoint: str | None = None
     motion: object = None  # last: the fields before it keep their positions
 
     @classmethod
@@ -116,8 +121,17 @@ class ReplaySettings:
         check_settings(self.worlds, self.steps_per_graph, self.record_every, self.render_every, renderer, self.mode,
                        self.interp or "linear", 0.0 if self.warmup is None else self.warmup, snippet=self.snippet,
                        offsets=self.offsets)
-        checked = Checked(observe_specs(self.observe), parse_vision(self.vision) if self.vision is not None else None,
-                          target_of(self.record, self.overwrite))
+        specs = observe_specs(self.observe)
+        network = [x for x in specs if x.kind in CONNECTOME_KINDS]
+        if network and self.vision is None:
+            raise ReplayError(f"observe {network[0]} is flyvis's network behind the eyes: add vision= (--vision)")
+        if len(network) > 1:
+            raise ReplayError(f"observe one of {', '.join(CONNECTOME_KINDS)}, got {' and '.join(map(str, network))}")
+        if self.connectome_checkpoint is not None and not network:
+            raise ReplayError("connectome_checkpoint is the network's: observe connectome[:TYPES] too")
+        checked = Checked([x for x in specs if x.kind not in CONNECTOME_KINDS],
+                          parse_vision(self.vision) if self.vision is not None else None,
+                          target_of(self.record, self.overwrite), network[0] if network else None)
         if self.duration is not None:
             check_duration(None, self.duration, None)
         return checked
@@ -126,11 +140,13 @@ class ReplaySettings:
 @dataclass(frozen=True)
 class Checked:
     """What :meth:`ReplaySettings.check` parsed: the observables ("angles" first), the vision
-    spec (or None) and where the recording goes (a checked Target, or None)."""
+    spec (or None), where the recording goes (a checked Target, or None) and the network's
+    observable (or None)."""
 
     specs: list
     vision: VisionSpec | None
     target: Target | None
+    connectome: object = None  # the network's observable (a Spec of CONNECTOME_KINDS), recorded with the eyes
 
 
 def observe_specs(observe) -> list:

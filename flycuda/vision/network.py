@@ -163,6 +163,10 @@ class ConnectomeNetwork:
         """float32 [B, N]: every eye's node voltages now (flyvis's "activity"; a view, updated in place)."""
         return self._v
 
+    def tensors(self) -> list:
+        """Every tensor the network holds (its tables, both voltage buffers, its stimulus): its memory."""
+        return [self.rowptr, self.src, self.weight, self.bias, self.tau, self._v, self._next, self._stimulus]
+
     def reset(self) -> None:
         """Every eye at its nodes' resting potentials (flyvis's initial state, before any input)."""
         self._v.copy_(self.bias.expand_as(self._v))

@@ -9,8 +9,8 @@ images, :class:`flycuda.vision.Vision`) or ``fast`` with K rays per ommatidium
 (between graph launches: the replay never runs a launch across one) the stage runs
 :meth:`Vision.update` (render the eyes' pixels, pool them) and records the readouts
 into the recording's ring with ``record_chunk`` at the device step counter; on CUDA
-(graphs on) those three launches are captured into one CUDA graph next to the step's
-graph, after the first (eager, checked) sample, and its samples are timed with CUDA
+(graphs on) those launches (and the network's, when observed) are captured into one CUDA
+graph next to the step's graph, after the first (eager, checked) sample, and its samples are timed with CUDA
 events (no host synchronization). The readouts stream to the store as the array ``vision`` [world, time,
 2 * O * 2] (attrs ``sample_shape`` [2, O, 2]: eye (left, right), ommatidium,
 (yellow, pale)), chunk by chunk like every observable: nothing of size
@@ -27,10 +27,11 @@ import time
 
 import torch
 
-from ..errors import ReplayError
-from ..recording.observables import Observable
+from ..errors import ReplayError, VisionError
+from ..recording.observables import CONNECTOME_KINDS, Observable
 from ..sim import streams
 from ..sim.stepper import Stage, due_room
+from .eye_network import DEFAULT_CELL_TYPES, EyeNetworks, observed_names
 from .eyes import Vision, readout_names
 from .spec import DEFAULT_HZ, VisionSpec, parse_vision
 
@@ -40,11 +41,17 @@ class VisionStage(Stage):
     """The eyes of every world sampled every ``spec.steps`` steps into the replay's
     recording (see the module's text): a stage of :func:`flycuda.sim.stepper.run_stages`,
     its eyes built at the loop's set-up. ``retina``: the :class:`flycuda.vision.RetinaMap`
-    (default FlyGym's)."""
+    (default FlyGym's). ``connectome``: a parsed ``connectome[:TYPES]`` or
+    ``connectome_columns[:TYPES]`` observable (:mod:`flycuda.recording.observables`): flyvis's
+    network behind the eyes (:class:`flycuda.vision.eye_network.EyeNetworks`, from the grey steady
+    state, one step of the eyes' period per sample on its readouts) recorded as ``connectome``;
+    ``checkpoint``: its flyvis checkpoint (None: the connectome's initial parameters)."""
 
-    def __init__(self, spec, retina=None):
+    def __init__(self, spec, retina=None, connectome=None, checkpoint=None):
         self.spec = parse_vision(spec)
         self.retina = retina
+        self.connectome, self.checkpoint = connectome, checkpoint  # the network's observable (a Spec), or None
+        self.network = None
         self.sim = self.step = self.vision = self.recorder = None
         self.every = 0
         self.samples = 0
@@ -63,9 +70,37 @@ class VisionStage(Stage):
                               f"steps_per_graph={K}: a graph launch would run across a sample; "
                               f"choose a rate of k x {K} steps or fewer steps per graph")
         self.vision = Vision(loop.sim, mode=self.spec.mode, k=self.spec.k, retina=self.retina)
+        if self.connectome is not None:
+            self.network = self._network(loop.sim.timestep * self.every)
+
+    def _network(self, dt: float) -> EyeNetworks:
+        """flyvis's network behind the eyes, one step of ``dt`` (the eyes' period) per sample."""
+        c = self.connectome
+        try:
+            return EyeNetworks(self.vision, dt, c.names or DEFAULT_CELL_TYPES, CONNECTOME_KINDS[c.kind],
+                               checkpoint=self.checkpoint)
+        except VisionError as e:
+            raise ReplayError(f"observe {c}: {e}") from None
 
     def observables(self, loop) -> list:
-        return [self.observable()]
+        return [self.observable()] + ([self.network_observable()] if self.network is not None else [])
+
+    def network_observable(self) -> Observable:
+        """The network's observed voltages as the observable ``connectome`` ([W, 2 * K]: eyes,
+        then cell types, then columns), one network step per sample on its readouts."""
+        n, c = self.network, self.connectome
+        W, _, K = n.out.shape
+        types = c.names or DEFAULT_CELL_TYPES
+        names = observed_names(types, CONNECTOME_KINDS[c.kind], K // len(types))
+        attrs = {"cell_types": list(types), "observed_columns": CONNECTOME_KINDS[c.kind], "dt": n.net.dt,
+                 "units": "voltage (flyvis's units; its activity)", "checkpoint": self.checkpoint}
+        return Observable("connectome", "connectome", n.out.view(W, -1),
+                          torch.arange(2 * K, dtype=torch.int32, device=n.out.device), names, self.every,
+                          str(c), update=self._network_update, attrs=attrs)
+
+    def _network_update(self) -> None:
+        self.network.advance(1)
+        self.network.observe()
 
     def observable(self) -> Observable:
         """The readouts as an observable ``vision``: [W, 2 * O * 2] float32, recorded
@@ -135,13 +170,17 @@ class VisionStage(Stage):
 
     def _record(self) -> None:
         self.recorder.record_updated(self.step, "vision")
+        if self.network is not None:  # on the readouts just updated
+            self.recorder.record_updated(self.step, "connectome")
 
     def device_bytes(self) -> int:
         """Device memory of the stage: eye pixels, readouts, the renderer's scene
-        (meshes, BVHs) and per-world BVH workspace, the pixel list, the pooling map
-        (the recording's ring not included)."""
+        (meshes, BVHs) and per-world BVH workspace, the pixel list, the pooling map, and
+        flyvis's network when observed (the recording's ring not included)."""
         v, r = self.vision, self.vision.renderer
         ts = [v.pixels, v.readouts, r.top_boxes, r.pixels, *v.map.args(), v.map.raw_pixels, *r.scene.tensors()]
+        if self.network is not None:
+            ts += self.network.tensors()
         seen, n = set(), 0
         for t in ts:
             if t is not None and t.data_ptr() not in seen:

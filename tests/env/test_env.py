@@ -368,7 +368,7 @@ def test_approach_places_the_pillar_and_rewards_closing_speed():
     env = fe.make("approach", worlds=5, device="cpu", jitter=0.0, noise=0.0)
     _, info = env.reset(seed=4)
     q = env.sim.view("qpos")
-    ax, ay = env.task._pillar_adrs(env)
+    ax, ay = env.task._target_adrs(env)
     lay = env.layout
     d = torch.hypot(q[:, ax] - q[:, lay.root_adr], q[:, ay] - q[:, lay.root_adr + 1])
     assert torch.allclose(d, torch.full_like(d, 4.0 * 0.06), atol=1e-5)  # 4 body lengths of the hexapod
@@ -418,7 +418,8 @@ def test_cli_approach_with_the_steering_example(tmp_path, capsys):
     assert (tmp_path / "a.mp4").stat().st_size > 0
 
 
-@pytest.mark.parametrize("task,observe", [("imitate", None), ("walk", None), ("approach", None), ("odor_taxis", None),
+@pytest.mark.parametrize("task,observe", [("imitate", None), ("walk", None), ("approach", None), ("follow", None),
+                                          ("odor_taxis", None),
                                           ("odor_obstacles", None),
                                           ("imitate", tuple(g for g in fe.GROUPS if g not in
                                                             ("vision", "contacts", "drive", "cpg", "corrections",
@@ -551,7 +552,7 @@ def test_gymnasium_make_vec_and_copies_on_request():
     assert not torch.equal(c0, c1) and torch.equal(c1, obs1)  # the same values as the buffers'
 
 
-@pytest.mark.parametrize("example", ["cpg.py", "steer.py", "ppo.py"])
+@pytest.mark.parametrize("example", ["cpg.py", "steer.py", "ppo.py", "follow.py"])
 def test_every_example_says_how_to_run_it(example):
     import os
     import subprocess

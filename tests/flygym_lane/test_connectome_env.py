@@ -91,3 +91,67 @@ def test_bad_settings_are_refused():
     every = fe.make("walk", vision="fast:2", connectome=dict(cell_types=("T5b",), columns="all"), **kw)
     assert every.obs_names[every.obs_slice("connectome")][:2] == ["connectome:T5b:left:0", "connectome:T5b:left:1"]
     assert every.obs_slice("connectome").stop - every.obs_slice("connectome").start == 2 * 721
+
+
+def test_follow_runs_on_the_connectome_with_the_example_controller():
+    """The follow task (issue 40) on NeuroMechFly with descending drives, its eyes and flyvis's
+    network over all columns: examples/follow.py's controller reads the connectome group, its drives
+    stay in the action space, the target moves along its path and the network responds."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples",
+                        "follow.py")
+    spec = importlib.util.spec_from_file_location("flycuda_example_follow_nmf", path)
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    env = fe.make("follow", worlds=2, model="neuromechfly", action="descending", vision="fast:2", control_dt=0.002,
+                  connectome=dict(columns="all", cell_types=("T4a", "T5a")), max_episode_steps=0, noise=0.0)
+    obs, info = env.reset(seed=0)
+    mean, std = ex.calibrate(env, "connectome", seconds=0.004)  # two steps, the target out of sight
+    assert mean.shape == std.shape == (2, 2, 721) and bool((std > 0).all())
+    policy = ex.make_policy(env, baseline=(mean, std))
+    obs, info = env.reset(seed=0)
+    sl = env.obs_slice("connectome")
+    assert sl.stop - sl.start == 2 * 2 * 721 and env.connectome.k == 1
+    start, first = env.task.path[:, :2].clone(), obs[:, sl].clone()
+    for _ in range(3):
+        drives = policy(obs)
+        assert drives.shape == (2, 2) and float(drives.min()) >= 0.4 and float(drives.max()) <= 1.0
+        obs, r, term, _, info = env.step(drives)
+    assert not term.any() and torch.isfinite(r).all() and set(info) >= {"distance", "bearing", "ahead"}
+    moved = (env.task.path[:, :2] - start).norm(dim=1)
+    assert torch.allclose(moved, torch.full((2,), 3 * 0.002 * 4 * 2.5), rtol=1e-3)  # 3 steps at 10 mm/s
+    assert not torch.equal(obs[:, sl], first)
+
+
+def test_start_in_the_scene_is_flygym_1x_fade_in_of_the_first_frame():
+    """connectome=dict(start="scene"): at the first reset every eye's network is flyvis's fade-in
+    (1 s from rest) of the frame world 0's eyes see (FlyGym 1.x's RealisticVisionFly), by hand;
+    a later reset of one world restarts its eyes there."""
+    env = fe.make("walk", worlds=2, model="neuromechfly", device="cpu", vision="fast:2", control_dt=0.004,
+                  connectome=dict(cell_types=("T4a",), start="scene"), max_episode_steps=0)
+    obs, _ = env.reset(seed=1)
+    c = Connectome.build()
+    by_hand = ConnectomeNetwork(c, initial_parameters(c), 2, dt=1 / 500)
+    order = torch.as_tensor(flyvis_column_order(env.vision.retina.id_map))
+    stimulus, scratch = torch.empty(4, 721), torch.empty(2, 2, 721)
+    photoreceptors(env.vision.readouts, order, stimulus, scratch)
+    want = by_hand.fade_in(stimulus[:2]).clone()
+    stage = env.connectome
+    assert torch.equal(stage.net.voltages.view(2, 2, -1), want.expand(2, 2, -1))
+    assert not torch.equal(want[0], stage.steady[0]), "the scene is not grey"
+    assert torch.equal(obs[:, env.obs_slice("connectome")], want[:, stage.nodes].reshape(1, -1).expand(2, -1))
+    env.step(torch.zeros(env.action_space.shape))
+    env.reset_worlds(torch.tensor([True, False]))
+    assert torch.equal(stage.net.voltages.view(2, 2, -1)[0], want)
+    with pytest.raises(EnvError, match="start 'grey' or 'scene', got .* start='movie'"):
+        fe.make("walk", worlds=1, model="neuromechfly", device="cpu", vision="fast:2", control_dt=0.002,
+                connectome=dict(start="movie"))
+
+
+def test_all_columns_of_a_type_without_one_node_per_column_are_refused():
+    """flyvis's Lawf1 and Lawf2 have 123 nodes, not 721: columns="all" is refused naming the type."""
+    with pytest.raises(EnvError, match=r"connectome: cell type 'Lawf1' has 123 nodes, not one per column \(721\)"):
+        fe.make("walk", worlds=1, model="neuromechfly", device="cpu", vision="fast:2", control_dt=0.002,
+                connectome=dict(cell_types=("T4a", "Lawf1"), columns="all"))

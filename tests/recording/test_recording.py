@@ -454,3 +454,15 @@ def test_a_chunks_targets_in_one_launch_are_the_op_at_each_step(interp, mode, fp
             want = torch.full((3, sim.mjm.nu), math.nan)
             run.write_targets(want, 0, torch.tensor([first + r * every]), torch.arange(D, dtype=torch.int32))
             assert torch.equal(got[:, r], want[:, :D]), (r, motion.angles.shape)
+
+
+def test_an_observable_cannot_overwrite_the_stores_own_attributes():
+    """An observable's attrs go onto its stored array after the store's own; these it may not set
+    (a connectome observable once named its column set "columns" and hid the column names)."""
+    from flycuda.recording.observables import RESERVED_ATTRS, Observable, ObservableError
+
+    args = ("x", "x", torch.zeros(2, 3), torch.arange(3, dtype=torch.int32), ["a", "b", "c"], 1)
+    assert Observable(*args, attrs={"units": ["m"] * 3}).attrs["units"] == ["m"] * 3
+    for key in sorted(RESERVED_ATTRS):
+        with pytest.raises(ObservableError, match=f"observable 'x': its attrs may not set {key}"):
+            Observable(*args, attrs={key: 1})

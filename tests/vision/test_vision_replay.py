@@ -199,3 +199,23 @@ def test_live_video_shows_the_latest_eyes():
         assert frame.shape == (30 + strip.shape[1], 80, 3)
         assert torch.equal(frame[30:, :40], strip[0]) and torch.equal(frame[30:, 40:], strip[1]), row
     assert not torch.equal(frames.frames[0][30:], frames.frames[-1][30:])
+
+
+def test_connectome_observables_are_checked_before_anything_is_built():
+    """The replay's network observables (recorded with the eyes; run in tests/flygym_lane/
+    test_connectome_replay.py) are refused in one line without the eyes, at a rate of their own,
+    two at once, or with a checkpoint and no network."""
+    from flycuda.recording.observables import ObservableError
+    from flycuda.replay import ReplayError, ReplaySettings
+
+    with pytest.raises(ReplayError, match="observe connectome:T4a is flyvis's network behind the eyes: add vision="):
+        ReplaySettings(observe=("connectome:T4a",)).check()
+    with pytest.raises(ReplayError, match="observe one of connectome, connectome_columns, got connectome and "):
+        ReplaySettings(vision="fast", observe=("connectome", "connectome_columns")).check()
+    with pytest.raises(ObservableError, match=r"connectome steps with the eyes, at --vision's rate"):
+        ReplaySettings(vision="fast", observe=("connectome@10",)).check()
+    with pytest.raises(ReplayError, match="connectome_checkpoint is the network's: observe connectome"):
+        ReplaySettings(vision="fast", connectome_checkpoint="x.pt").check()
+    checked = ReplaySettings(vision="fast", observe=("connectome_columns:T5b,T4a",)).check()
+    assert checked.connectome.kind == "connectome_columns" and checked.connectome.names == ("T5b", "T4a")
+    assert [s.kind for s in checked.specs] == ["angles"] and str(checked.connectome) == "connectome_columns:T5b,T4a"
