@@ -18,7 +18,7 @@ import torch
 
 from ..errors import EnvError
 from .draws import ResetDraws
-from .tasks import Approach, arrangement_frames, body_length, slide_joints, spread_bearings, yaw_of
+from .tasks import Approach, arrangement_frames, slide_joints, spread_bearings, yaw_of
 
 __all__ = ["Follow", "FOLLOW_SALT", "TARGET_RGBA"]
 
@@ -106,14 +106,9 @@ class Follow(Approach):
     def init_frames(self, env) -> torch.Tensor:
         return arrangement_frames(env, self.bearings)
 
-    def _place(self, env, frames: torch.Tensor, qpos: torch.Tensor) -> torch.Tensor:
-        """The targets ``distance`` body lengths from each state's thorax, at its bearing from
-        the fly's heading."""
-        L, (ax, ay), root = body_length(env.model_unit), self._target_adrs(env), env.layout.root_adr
-        b = spread_bearings(qpos.shape[0], self.spread) + yaw_of(qpos, root)
-        qpos[:, ax] = (qpos[:, root].double() + self.distance_start * L * torch.cos(b)).float()
-        qpos[:, ay] = (qpos[:, root + 1].double() + self.distance_start * L * torch.sin(b)).float()
-        return qpos
+    def start_bearing(self, env, frames: torch.Tensor, qpos: torch.Tensor) -> torch.Tensor:
+        """The K arrangements' bearings in [-spread, spread] from each state's own heading."""
+        return spread_bearings(qpos.shape[0], self.spread) + yaw_of(qpos, env.layout.root_adr)
 
     # -- the path, on the device ------------------------------------------------------------------
     def setup(self, env) -> None:
@@ -125,7 +120,7 @@ class Follow(Approach):
         self._draws = ResetDraws(env, 3, FOLLOW_SALT)
         # every world's path: place (x, y), forward axis (x, y), side, phase, speed (length unit/s)
         self.path, self._new = torch.zeros(W, 7, device=dev), torch.zeros(W, 7, device=dev)
-        self._t, self._c, self._k = (torch.empty(W, device=dev) for _ in range(3))
+        self._c, self._k = torch.empty(W, device=dev), torch.empty(W, device=dev)
         self._vel = torch.empty(W, 2, device=dev)
         self.ahead = torch.zeros(W, device=dev)
         self._hit = torch.empty(W, dtype=torch.bool, device=dev)
@@ -151,9 +146,9 @@ class Follow(Approach):
     def move(self, env) -> None:
         """Every target at its path's place, with the path's velocity for this control step."""
         p, dt = self.path, env.control_dt
-        self._t.copy_(env.world_steps).mul_(dt)  # the world's time in its episode
         c, k = self._c, self._k
-        c.copy_(self._t).mul_(self.omega).add_(p[:, 5]).cos_().mul_(p[:, 4]).mul_(self.lateral)
+        c.copy_(env.world_steps).mul_(dt)  # the world's time in its episode, then the heading's lateral part
+        c.mul_(self.omega).add_(p[:, 5]).cos_().mul_(p[:, 4]).mul_(self.lateral)
         k.copy_(c).square_().add_(1.0).rsqrt_().mul_(p[:, 6])  # speed / |(1, c)|
         vx, vy = self._vel[:, 0], self._vel[:, 1]
         torch.mul(c, p[:, 3], out=vx)  # v = k (f + c n), n = (-f_y, f_x): the path's left

@@ -333,10 +333,15 @@ class Approach(Task):
     def settled(self, env, frames, qpos, qvel):
         return self._place(env, frames, qpos), qvel  # around where the fly settled
 
+    def start_bearing(self, env, frames: torch.Tensor, qpos: torch.Tensor) -> torch.Tensor:
+        """float64 [K]: the direction (rad, in the world) the target is placed in from each initial
+        state's thorax: here :meth:`bearing` (the fly starts facing +x)."""
+        return self.bearing(frames)
+
     def _place(self, env, frames: torch.Tensor, qpos: torch.Tensor) -> torch.Tensor:
-        """The pillars ``distance`` body lengths from each state's thorax, at its bearing."""
+        """The targets ``distance`` body lengths from each state's thorax, at :meth:`start_bearing`."""
         L, (ax, ay), root = body_length(env.model_unit), self._target_adrs(env), env.layout.root_adr
-        b = self.bearing(frames)
+        b = self.start_bearing(env, frames, qpos)
         qpos[:, ax] = (qpos[:, root] + self.distance_start * L * torch.cos(b)).float()
         qpos[:, ay] = (qpos[:, root + 1] + self.distance_start * L * torch.sin(b)).float()
         return qpos

@@ -121,13 +121,13 @@ def parse(text: str) -> Spec:
     if kind == "vision":
         raise ObservableError("the eyes' readouts are recorded with --vision [SPEC] (replay(vision=...)), "
                               "not --observe")
+    name_list = tuple(n.strip() for n in names.split(",") if n.strip())
     if kind in CONNECTOME_KINDS:
         if rate:
             raise ObservableError(f"{kind} steps with the eyes, at --vision's rate (vision=...@RATE): no @ in {text!r}")
-        return Spec(kind, tuple(n.strip() for n in names.split(",") if n.strip()))
+        return Spec(kind, name_list)
     if kind not in KINDS:
         raise ObservableError(f"unknown observable {kind!r} in {text!r}; valid: {', '.join((*KINDS, *CONNECTOME_KINDS))}")
-    name_list = tuple(n.strip() for n in names.split(",") if n.strip())
     if kind in NAMED and not name_list:
         raise ObservableError(f"observable {kind!r} needs names, e.g. {kind}:NAME (or {kind}:* for all)")
     if kind not in NAMED and name_list:

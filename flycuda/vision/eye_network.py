@@ -51,6 +51,7 @@ class EyeNetworks:
         start: [2, N] where each eye (left, right) starts and restarts: the steady state, or after
             :meth:`start_in_scene` FlyGym 1.x's fade-in of a world's first frame.
         nodes: int64 [K] the observed nodes of one eye.
+        cell_types, columns: what is observed (as given).
 
     Raises:
         VisionError: an unknown cell type (the valid ones listed), a type without one node per
@@ -78,6 +79,7 @@ class EyeNetworks:
                 raise VisionError(f"cell type {t!r} has {n.numel()} nodes, not one per column ({self.net.columns}): "
                                   f"observe it with columns='central'")
         self.nodes = torch.cat(per_type)
+        self.cell_types, self.columns = tuple(cell_types), columns
         self.order = torch.as_tensor(flyvis_column_order(vision.retina.id_map), device=dev)
         self.W, self.N, self.readouts = W, c.num_nodes, readouts
         if out is not None and tuple(out.shape) != (W, 2, self.nodes.numel()):
@@ -92,6 +94,11 @@ class EyeNetworks:
         self.start = self.steady.expand(2, -1).clone()  # [2, N]: where each eye (left, right) starts
         self._eyes = torch.zeros(W, 2, dtype=torch.bool, device=dev)
         self.net.voltages.copy_(self.start.repeat(W, 1))
+
+    @property
+    def names(self) -> list[str]:
+        """The observed values' names (:func:`observed_names`), in :attr:`out`'s order."""
+        return observed_names(self.cell_types, self.columns, self.net.columns)
 
     def tensors(self) -> list:
         """Every tensor held here (the network's, the steady state, the input and output buffers)."""

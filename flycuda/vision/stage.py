@@ -31,7 +31,7 @@ from ..errors import ReplayError, VisionError
 from ..recording.observables import CONNECTOME_KINDS, Observable
 from ..sim import streams
 from ..sim.stepper import Stage, due_room
-from .eye_network import DEFAULT_CELL_TYPES, EyeNetworks, observed_names
+from .eye_network import DEFAULT_CELL_TYPES, EyeNetworks
 from .eyes import Vision, readout_names
 from .spec import DEFAULT_HZ, VisionSpec, parse_vision
 
@@ -88,15 +88,13 @@ class VisionStage(Stage):
     def network_observable(self) -> Observable:
         """The network's observed voltages as the observable ``connectome`` ([W, 2 * K]: eyes,
         then cell types, then columns), one network step per sample on its readouts."""
-        n, c = self.network, self.connectome
+        n = self.network
         W, _, K = n.out.shape
-        types = c.names or DEFAULT_CELL_TYPES
-        names = observed_names(types, CONNECTOME_KINDS[c.kind], K // len(types))
-        attrs = {"cell_types": list(types), "observed_columns": CONNECTOME_KINDS[c.kind], "dt": n.net.dt,
+        attrs = {"cell_types": list(n.cell_types), "observed_columns": n.columns, "dt": n.net.dt,
                  "units": "voltage (flyvis's units; its activity)", "checkpoint": self.checkpoint}
         return Observable("connectome", "connectome", n.out.view(W, -1),
-                          torch.arange(2 * K, dtype=torch.int32, device=n.out.device), names, self.every,
-                          str(c), update=self._network_update, attrs=attrs)
+                          torch.arange(2 * K, dtype=torch.int32, device=n.out.device), n.names, self.every,
+                          str(self.connectome), update=self._network_update, attrs=attrs)
 
     def _network_update(self) -> None:
         self.network.advance(1)
