@@ -14,6 +14,10 @@ One table, five measures:
                  qpos at 30 fps) / without one; runs interleaved, median of --repeats.
   writer         sustained MB/s of the writer thread into a local store (chunks of 8192
                  worlds x 12 samples x 42 angles), next to the rate a GPU run would need.
+  snapshots      the same replay recording with snapshots (issue 52: one per chunk of angles,
+                 beside the store) / without; interleaved, median of --repeats; each snapshot's
+                 file size next to a chunk of angles, its time to take (host) and to write
+                 (writer thread), and the store's progress JSON writes (time each, per chunk).
   afterwards     render afterwards: flycuda's render_recording vs FlyGym's
                  render_trajectories_gpu (MuJoCo Warp's renderer; Warp's CPU device here),
                  same recording, worlds and size (FlyGym lane).
@@ -36,7 +40,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _results import append_results, format_table  # noqa: E402
 
 GIB, MIB = 2**30, 2**20
-MEASURES = ("memory@scale", "memory(dur)", "overhead", "writer", "afterwards")
+MEASURES = ("memory@scale", "memory(dur)", "overhead", "snapshots", "writer", "afterwards")
 
 
 def memory_at_scale(worlds=8192, seconds=10.0, dt=1e-4, nq=73, dofs=42, frames=660, fps_video=30.0):
@@ -119,6 +123,41 @@ def overhead(device: str, duration: float, repeats: int, tmp: str, models):
     return rows
 
 
+def snapshots(device: str, duration: float, repeats: int, tmp: str, models):
+    from flycuda.replay import replay
+    from flycuda.worlds import resolve
+
+    rows = []
+    for model in models:
+        built = resolve(model, 2, device=device, motion=False)
+        kw = dict(worlds=2, sim=built.sim, duration=duration, progress=False, act_ids=built.act_ids,
+                  keep_state=True, observe=("angles", "qpos@30hz"))
+        if built.fly is not None:
+            from flycuda import flygym as fg
+
+            kw.update(motion=fg.spotlight(built.fly), interp="cubic")
+        on, off, last = [], [], None
+        for i in range(repeats + 1):  # the first pair warms up (JIT), not counted
+            a = replay(**kw, record=os.path.join(tmp, f"s{model}{i}a.zarr"), snapshots=False)
+            b = replay(**kw, record=os.path.join(tmp, f"s{model}{i}b.zarr"))
+            if i:
+                off.append(a.world_steps_per_s)
+                on.append(b.world_steps_per_s)
+                last = b
+        w, wo = statistics.median(on), statistics.median(off)
+        sn, chunk = last.snapshots, 4 * int(np.prod(last.recording["angles"].chunks))
+        n = max(1, sn["taken"])
+        rows += [["snapshots", f"{model}, 2 worlds, {duration:g} s, {sn['taken']} snapshots",
+                  f"{w:,.0f} world-steps/s", f"{wo:,.0f} world-steps/s", "same run, snapshots off", f"{w / wo:.3f}x"],
+                 ["snapshots", "one snapshot's file / one chunk of angles", f"{sn['file_bytes'] / 1024:,.1f} KiB",
+                  f"{chunk / 1024:,.1f} KiB", "the chunk it is written with", f"{sn['file_bytes'] / chunk:.2f}x"],
+                 ["snapshots", "take (host: sync, copies) / write (writer thread)", f"{1e3 * sn['seconds'] / n:.2f} ms",
+                  f"{1e3 * sn['write_seconds'] / n:.2f} ms", "file + fsync + marker", ""],
+                 ["progress", "the store's progress JSON, per write", f"{1e3 * last.progress_seconds / max(1, last.progress_writes):.2f} ms",
+                  f"{last.progress_writes} writes", "for the run's chunks (one JSON write each, at most)", ""]]
+    return rows
+
+
 def writer_rate(tmp: str, chunks: int = 12):
     from flycuda.recording import store as zstore
 
@@ -196,6 +235,7 @@ def main(argv=None):
     runs = {"memory@scale": lambda tmp: memory_at_scale(),
             "memory(dur)": lambda tmp: memory_by_duration(a.base, tmp),
             "overhead": lambda tmp: overhead(a.device, a.duration, a.repeats, tmp, a.models),
+            "snapshots": lambda tmp: snapshots(a.device, a.duration, a.repeats, tmp, a.models),
             "writer": writer_rate,
             "afterwards": lambda tmp: afterwards(tmp, a.render_worlds, size, a.render_frames)}
     rows = []

@@ -4,6 +4,7 @@
     python examples/ppo.py --task walk --worlds 8 --iterations 1 --horizon 8             # a CPU smoke test
     python examples/ppo.py --task walk --model neuromechfly --action descending          # two drives a fly
     torchrun --nproc_per_node 8 examples/ppo.py --worlds 4096 --device cuda              # 8 GPUs
+    python examples/ppo.py --checkpoint run.pt --resume                                  # survives a kill
 
 Under torchrun each rank steps its own worlds on its own device (``cuda:LOCAL_RANK``, or the
 CPU) from its own seed, and the ranks train one policy, as DistributedDataParallel does: the
@@ -16,6 +17,12 @@ when it has one: the policy learns a correction) and an MLP value function, trai
 the clipped surrogate, GAE(lambda) and per-minibatch advantage normalization; a truncated
 episode is bootstrapped from its last observation's value (the env's ``final_obs``). Prints
 one line per iteration: mean reward per step, episodes ended, env steps/s.
+
+``--checkpoint PATH`` writes, after every iteration, everything the next one depends on (the
+policy, the optimizer, torch's generators, and the environment's ``state_dict()``: its
+physics, counters, episode draws, controllers and networks), atomically; ``--resume`` goes on
+from it, bit for bit as a run never stopped (tests/env/test_ppo.py). Under torchrun each rank
+keeps its own (``PATH.rank<N>``).
 """
 
 from __future__ import annotations
@@ -145,6 +152,29 @@ def average_grads(agent) -> None:
             p.grad.div_(n)
 
 
+def save_checkpoint(path, env, agent, opt, curve, obs) -> None:
+    """Everything the next iteration depends on, written under a temporary name, then renamed."""
+    rng = {"cpu": torch.get_rng_state()}
+    if env.device.type == "cuda":
+        rng["cuda"] = torch.cuda.get_rng_state(env.device)
+    state = {"curve": curve, "obs": obs.detach().cpu(), "agent": agent.state_dict(), "opt": opt.state_dict(),
+             "env": env.state_dict(), "rng": rng}
+    torch.save(state, path + ".part")
+    os.replace(path + ".part", path)
+
+
+def load_checkpoint(path, env, agent, opt):
+    """The run as :func:`save_checkpoint` left it: (the curve so far, the observations)."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    agent.load_state_dict(state["agent"])
+    opt.load_state_dict(state["opt"])
+    env.load_state_dict(state["env"])
+    torch.set_rng_state(state["rng"]["cpu"])
+    if "cuda" in state["rng"]:
+        torch.cuda.set_rng_state(state["rng"]["cuda"], env.device)
+    return list(state["curve"]), state["obs"].to(env.device)
+
+
 def main(argv=None) -> list[float]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="imitate")
@@ -155,6 +185,8 @@ def main(argv=None) -> list[float]:
     ap.add_argument("--horizon", type=int, default=32, help="control steps per rollout")
     ap.add_argument("--device", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--checkpoint", default=None, metavar="PATH", help="write a checkpoint after every iteration")
+    ap.add_argument("--resume", action="store_true", help="go on from --checkpoint, if it is there")
     args = ap.parse_args(argv)
     rank, ranks, device = join_ranks(args.device)
     seed = args.seed + 1000 * rank  # each rank its own worlds
@@ -167,7 +199,12 @@ def main(argv=None) -> list[float]:
     opt = torch.optim.Adam(agent.parameters(), lr=3e-4)
     obs, _ = env.reset(seed=seed)
     curve = []
-    for it in range(args.iterations):
+    path = f"{args.checkpoint}.rank{rank}" if args.checkpoint and ranks > 1 else args.checkpoint
+    if args.resume and path and os.path.exists(path):
+        curve, obs = load_checkpoint(path, env, agent, opt)
+        if rank == 0:
+            print(f"resumed from {path} after iteration {len(curve) - 1}", flush=True)
+    for it in range(len(curve), args.iterations):
         t0 = time.perf_counter()
         b, obs, last = rollout(env, agent, obs, args.horizon)
         adv, ret = gae(b, last)
@@ -180,6 +217,8 @@ def main(argv=None) -> list[float]:
         if rank == 0:
             print(f"iteration {it}: mean reward {curve[-1]:.4f}, episodes ended {int(stats[1])}, "
                   f"{ranks * args.worlds * args.horizon / (time.perf_counter() - t0):,.0f} env steps/s", flush=True)
+        if path:
+            save_checkpoint(path, env, agent, opt, curve, obs)
     if ranks > 1:  # the ranks trained one policy: the same parameters everywhere
         total = float(sum(p.detach().double().sum() for p in agent.parameters()))
         # one write of a whole line (atomic on a pipe): the ranks share torchrun's stdout

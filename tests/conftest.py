@@ -25,6 +25,9 @@ def pytest_addoption(parser):
                      help="with pytest-xdist (-n): a test still running after S seconds writes every thread's "
                           "stack to a --hang-log file and ends its worker, which xdist reports by the test's name and "
                           "replaces, so the run goes on (0: never; gpu-check uses it)")
+    parser.addoption("--lane-sensitive", action="store_true",
+                     help="keep only the tests whose outcome can differ between CI's lanes (see ONE_LANE): the "
+                          "second lane runs these, the first lane everything")
     parser.addoption("--hang-log", default="hung-test", metavar="PATH",
                      help="--hang-timeout's files: PATH.<pid> for a worker whose test hung, with the test's name "
                           "and the stacks (default: hung-test in the current folder)")
@@ -73,6 +76,22 @@ def pytest_unconfigure(config):
         os.remove(log.name)
 
 
+# Tests that cannot differ between CI's two lanes (same torch; neither MuJoCo, MuJoCo Warp, zarr
+# nor FlyGym in them): pure ops against their references, the launch plans, ptxas budgets, the
+# package's layers and docs. The FlyGym lane runs them; the latest lane (--lane-sensitive) does
+# not run them again. A test here that needs MuJoCo Warp (needs_warp) still runs in both.
+ONE_LANE = ("tests/ops/", "tests/csrc/test_launch_plan.py", "tests/csrc/test_ptxas.py", "tests/control/",
+            "tests/package/test_layers.py", "tests/package/test_docs.py", "tests/package/test_dev.py",
+            "tests/vision/test_connectome.py", "tests/cli/test_gpucheck.py", "tests/cli/test_doctor.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def lane_sensitive(item) -> bool:
+    """Can ``item``'s outcome differ between the lanes (Python, MuJoCo, MuJoCo Warp, zarr)?"""
+    rel = os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
+    return "needs_warp" in item.keywords or not rel.startswith(ONE_LANE)
+
+
 def sample_cases(items, every: int):
     """(kept, dropped): every ``every``-th case of each test function, in collection order;
     each function keeps its first case."""
@@ -93,6 +112,9 @@ def pytest_collection_modifyitems(config, items):
     if every < 1:
         raise pytest.UsageError(f"--sample-every: expected a count >= 1, got {every}")
     kept, dropped = sample_cases(items, every)
+    if config.getoption("--lane-sensitive"):
+        dropped += [i for i in kept if not lane_sensitive(i)]
+        kept = [i for i in kept if lane_sensitive(i)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from ..errors import FlycudaError
+from ..sim.preempt import Preempted
 from . import doctor, env, gpucheck, render, replay
 
 __all__ = ["build_parser", "main", "SUBCOMMANDS"]
@@ -43,6 +44,10 @@ def main(argv=None) -> int:
         line = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"flycuda: error: {replay.in_options(line) if args.command == 'replay' else line}", file=sys.stderr)
         return 2
+    except Preempted as e:  # SIGTERM / SIGINT: the run wrote its store and a snapshot, then stopped
+        how = f"; go on with: flycuda {args.command} --resume {e.store}" if e.store else ""
+        print(f"flycuda: preempted: {e}{how}", file=sys.stderr)
+        return e.exit_code
     except KeyboardInterrupt:
         print("flycuda: interrupted", file=sys.stderr)
         return 130

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from ..errors import RankError
+from ..errors import RankError, RecordingError, ReplayError, StoreError
+from ..recording.reader import Recording
 from ..replay import ReplaySettings
 from ..replay.job import Outputs, run_job
 from .args import add_store_options, nonnegative_float, offsets, positive_float, positive_int, size
@@ -94,7 +95,51 @@ def add_parser(sub) -> None:
     r.add_argument("--json", default=None, metavar="OUT.json",
                    help="write the report's figures as JSON (for scripts and benchmarks)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--resume", default=None, metavar="STORE.zarr",
+                   help="go on with an interrupted or preempted replay from its latest snapshot, into its store, "
+                        "bit for bit as if it had never stopped: its settings are the command line it was started "
+                        "with (the store keeps it); give no other option but --no-progress")
     r.set_defaults(run=run)
+
+
+_DEFAULTS: dict = {}  # every replay option's default (filled on first use)
+
+
+def _replay_parser() -> argparse.ArgumentParser:
+    """A parser of ``replay``'s options alone (``flycuda.cli.main`` holds every subcommand's)."""
+    p = argparse.ArgumentParser(prog="flycuda")
+    add_parser(p.add_subparsers(dest="command", required=True))
+    return p
+
+
+def _defaults() -> dict:
+    if not _DEFAULTS:
+        _DEFAULTS.update(vars(_replay_parser().parse_args(["replay"])))
+    return _DEFAULTS
+
+
+def resumed_args(args):
+    """``--resume STORE``: the options the store's run was started with (its ``command``),
+    with ``--resume`` and this command's ``--no-progress``; no other option may be given."""
+    given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
+             if k not in ("resume", "no_progress", "run", "command") and v != _defaults().get(k)]
+    if given:
+        raise ReplayError(f"--resume takes the settings the store was recorded with; drop {', '.join(given)}")
+    try:
+        command = list(Recording.open(args.resume).info.get("command") or [])
+    except (RecordingError, StoreError) as e:
+        raise ReplayError(f"cannot resume {args.resume}: {e}") from None
+    if "replay" not in command:
+        raise ReplayError(f"cannot resume {args.resume}: it was not written by flycuda replay (its command: "
+                          f"{' '.join(command) or 'none'})")
+    old = command[command.index("replay") + 1:]
+    if "--resume" in old:  # resumed before: the command of the run it resumed is the same store's
+        raise ReplayError(f"cannot resume {args.resume}: its command is itself a --resume")
+    parsed = _replay_parser().parse_args(["replay", *old])
+    parsed.resume, parsed.no_progress, parsed.overwrite = args.resume, args.no_progress, False
+    if parsed.out is None and parsed.record is None:
+        parsed.record = args.resume
+    return parsed
 
 
 def settings_of(args) -> tuple[ReplaySettings, Outputs]:
@@ -105,7 +150,7 @@ def settings_of(args) -> tuple[ReplaySettings, Outputs]:
         steps_per_graph=args.steps_per_graph, warmup=args.warmup, observe=tuple(args.observe or ("angles",)),
         record_every=args.record_every, record=args.record, overwrite=args.overwrite, vision=args.vision,
         render_every=args.render_every or 0, profile=args.profile, progress=not args.no_progress,
-        connectome_checkpoint=args.connectome_checkpoint)
+        connectome_checkpoint=args.connectome_checkpoint, resume=args.resume)
     outputs = Outputs(out=args.out, video=args.render, frames=args.frames, plot=args.plot, json=args.json,
                       render_worlds=args.render_worlds, render_size=args.render_size, renderer=args.renderer,
                       camera=args.camera, qpos=not args.no_qpos)
@@ -114,6 +159,8 @@ def settings_of(args) -> tuple[ReplaySettings, Outputs]:
 
 def run(args) -> int:
     """``flycuda replay``: the job, then its report (on rank 0 of a torchrun job)."""
+    if args.resume is not None:
+        args = resumed_args(args)
     try:
         res = run_job(*settings_of(args))
     except RankError as e:

@@ -35,6 +35,7 @@ from .layout import DESCENDING_GROUPS, ODOR_SENSOR_NAMES, ODOR_START, SOURCES, F
 from .nonfinite import NonFinite, rows_nonfinite
 from .settle import SETTLE_SECONDS, settle
 from .smell import Smell
+from .state import env_state, load_env_state
 
 __all__ = ["FlyVecEnv", "JITTER_STATES"]
 
@@ -406,6 +407,17 @@ class FlyVecEnv(VectorEnv):
             info = {k: v.clone() for k, v in self._info().items()}
             return self.obs.clone(), self.rewards.clone(), self.terminated.clone(), self.truncated.clone(), info
         return self.obs, self.rewards, self.terminated, self.truncated, self._info()
+
+    def state_dict(self) -> dict:
+        """Everything the next step depends on (physics, counters, episode draws, controllers,
+        the eyes' network, the scene, the action spaces' generators), on the host: a training
+        checkpoint resumes bit for bit with :meth:`load_state_dict` (:mod:`flycuda.env.state`)."""
+        return env_state(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        """The environment as :meth:`state_dict` found it (same task, worlds and model; refused
+        in one line otherwise, with nothing changed). In place: a captured step stays valid."""
+        load_env_state(self, state)
 
     def _info(self) -> dict:
         return {"final_obs": self.final_obs, "_final_obs": self.done, "overflow": self.overflow,

@@ -16,7 +16,10 @@ from __future__ import annotations
 import torch
 from gymnasium.vector import VectorWrapper
 
-__all__ = ["EpisodeStatistics", "NormalizeObservation", "NormalizeReward", "RescaleAction", "RunningMeanStd"]
+from ..errors import EnvError
+from .state import check_walked, load_walked, walk
+
+__all__ = ["EpisodeStatistics", "NormalizeObservation", "NormalizeReward", "RescaleAction", "RunningMeanStd", "Stateful"]
 
 
 class RunningMeanStd:
@@ -39,7 +42,27 @@ class RunningMeanStd:
         self.count.copy_(total)
 
 
-class EpisodeStatistics(VectorWrapper):
+class Stateful(VectorWrapper):
+    """A wrapper whose state (its running statistics, its episodes' sums) joins the wrapped
+    environment's in :meth:`state_dict` (:mod:`flycuda.env.state`): a checkpoint of the stack."""
+
+    def state_dict(self) -> dict:
+        """``{"env": the wrapped environment's state_dict(), "own": this wrapper's tensors}``."""
+        tensors, _ = walk(self)
+        return {"env": self.env.state_dict(), "own": {k: v.detach().cpu().clone() for k, v in tensors.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """The stack as :meth:`state_dict` found it (checked whole before anything changes)."""
+        what = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state, dict) or set(state) != {"env", "own"}:
+            raise EnvError(f"{what}: expected a wrapper's state_dict() ({{'env', 'own'}}), got "
+                           f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
+        check_walked(self, state["own"], what)
+        self.env.load_state_dict(state["env"])
+        load_walked(self, state["own"], {}, what)
+
+
+class EpisodeStatistics(Stateful):
     """Each world's episode return and length, as gymnasium's ``RecordEpisodeStatistics``
     reports them: in the step where a world's episode ends, ``info["episode"]`` holds
     ``{"r": returns [W], "l": lengths [W]}`` (the ended worlds' values, 0 elsewhere) and
@@ -70,7 +93,7 @@ class EpisodeStatistics(VectorWrapper):
         return obs, rewards, terminated, truncated, info
 
 
-class NormalizeObservation(VectorWrapper):
+class NormalizeObservation(Stateful):
     """Observations scaled to zero mean and unit variance by running statistics of every
     observation seen (gymnasium's ``NormalizeObservation``; SAME_STEP autoreset is fine here:
     a reset world's observation is its new episode's first, and ``info["final_obs"]`` is
@@ -100,7 +123,7 @@ class NormalizeObservation(VectorWrapper):
         return self._scale(obs), rewards, terminated, truncated, info
 
 
-class NormalizeReward(VectorWrapper):
+class NormalizeReward(Stateful):
     """Rewards divided by the running standard deviation of each world's discounted return
     (gymnasium's ``NormalizeReward``): ``G = gamma * G + r``, restarted after a world's episode
     ends (gymnasium decays by the ended step's flag before adding its reward)."""
@@ -126,7 +149,7 @@ class NormalizeReward(VectorWrapper):
         return obs, scaled, terminated, truncated, info
 
 
-class RescaleAction(VectorWrapper):
+class RescaleAction(Stateful):
     """Actions in [``low``, ``high``] (a policy's tanh range, say) mapped linearly onto the
     environment's action space (its bounds: the actuators' ranges, or their joints'), on the
     device (gymnasium's ``RescaleAction``, for torch tensors on any device)."""

@@ -9,7 +9,9 @@ store, and reading a recording back.
   (where a replay's recording goes);
 * :mod:`.sink`: the one way a store is opened and closed (a replay's, a LoopRecorder's);
 * :mod:`.loop_recorder`: :class:`LoopRecorder`, the same for a loop of one's own (a controller, a CPG);
-* :mod:`.plume`: odor plumes on disk (:class:`Plume`, :func:`save_plume`, :func:`load_plume`).
+* :mod:`.plume`: odor plumes on disk (:class:`Plume`, :func:`save_plume`, :func:`load_plume`);
+* :mod:`.progress`: how far a store's run got (rows written, the step they reach, a heartbeat) and
+  :func:`open_run`, which reads its state and the valid prefix of every array.
 """
 
 from ..errors import ObservableError, RecordingError, StoreError
@@ -18,6 +20,7 @@ from .observables import Observable, parse, resolve
 from .plume import Plume, load_plume, save_plume
 from .reader import Recording, Target, parse_worlds
 from .recorder import Recorder
+from .runs import Run, open_run
 
 __all__ = ["Recording", "Target", "Recorder", "LoopRecorder", "Observable", "parse", "resolve", "parse_worlds", "RecordingError",
-           "ObservableError", "StoreError", "Plume", "save_plume", "load_plume"]
+           "ObservableError", "StoreError", "Plume", "save_plume", "load_plume", "Run", "open_run"]

@@ -45,6 +45,7 @@ class Target:
     create: bool = True
     sync: object = None
     plan_worlds: int | None = None  # torchrun: size chunks for the largest rank's worlds
+    rows_written: dict | None = None  # a resumed run: the samples per array its store already holds
     attrs: dict = field(default_factory=dict)
 
     def zarr_store(self):

@@ -32,10 +32,11 @@ class Sink:
     def __init__(self, target: Target, group, writer):
         self.target, self.group, self.writer = target, group, writer
 
-    def close(self, ok: bool, why: str = "", **facts) -> None:
+    def close(self, ok: bool, why: str = "", status: str | None = None, **facts) -> None:
         """Drains the writer and marks the store: complete with ``facts`` (unless the target
-        leaves that to another rank), or incomplete with ``why``; written chunks stay readable."""
-        zstore.close(self.group, self.writer, ok=ok, why=why, mark_complete=self.target.finalize,
+        leaves that to another rank), or incomplete with ``why`` (``status``: the whole status
+        line instead, e.g. "preempted at step N"); written chunks stay readable."""
+        zstore.close(self.group, self.writer, ok=ok, why=why, status=status, mark_complete=self.target.finalize,
                      **(facts if ok else {}))
 
     def recording(self) -> Recording:
@@ -56,6 +57,10 @@ def open_sink(target: Target, recorder, facts: dict, worlds: int, device) -> Sin
         target.sync()  # torchrun: the store exists for every rank past this point
     if group is None:
         group = zstore.open_store(target.zarr_store(), "r+")
-    writer = zstore.Writer(group, device=device)
+    if target.rows_written is not None:  # resumed: the store must be the one this run writes
+        W = target.worlds_total or worlds
+        zstore.check_layout(group, recorder.array_specs(W, target.world_chunk or W))
+    writer = zstore.Writer(group, device=device, progress=target.world_offset == 0,  # torchrun: rank 0 reports
+                           rows=target.rows_written)
     recorder.attach(writer, target.world_offset)
     return Sink(target, group, writer)

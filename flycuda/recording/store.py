@@ -36,8 +36,9 @@ import numpy as np
 import torch
 
 from ..errors import StoreError
+from .progress import HEARTBEAT_S, heartbeat, valid_step
 
-__all__ = ["StoreError", "ArraySpec", "check_path", "create", "open_store", "close", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
+__all__ = ["StoreError", "ArraySpec", "check_path", "check_layout", "create", "open_store", "close", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
            "consolidate", "zarr_module"]
 
 FORMAT = "flycuda.recording/1"
@@ -164,6 +165,23 @@ def _coordinate(group, name: str, values: np.ndarray, attrs: dict) -> None:
     arr[...] = values
 
 
+def check_layout(group, arrays: list[ArraySpec]) -> None:
+    """Refuses (one line, naming the first difference) a store whose arrays are not
+    ``arrays``: names, shapes, chunks and columns (a resumed run writes on into it)."""
+    have = data_arrays(group)
+    want = sorted(a.name for a in arrays)
+    if have != want:
+        raise StoreError(f"the store holds {', '.join(have)}, this run records {', '.join(want)}")
+    for a in arrays:
+        arr = group[a.name]
+        shape, chunks = (a.worlds, a.rows, len(a.columns)), (a.world_chunk, a.rows_chunk, max(1, len(a.columns)))
+        if tuple(arr.shape) != shape or tuple(arr.chunks) != chunks:
+            raise StoreError(f"the store's {a.name} is {tuple(arr.shape)} in chunks {tuple(arr.chunks)}, this run's "
+                             f"{shape} in chunks {chunks}")
+        if list(arr.attrs.get("columns", [])) != list(a.columns):
+            raise StoreError(f"the store's {a.name} has other columns than this run's")
+
+
 def data_arrays(group) -> list[str]:
     """The recorded arrays of a store ([world, time, column]), without the coordinates."""
     return sorted(k for k, a in group.arrays() if a.ndim == 3)
@@ -190,25 +208,33 @@ def open_store(target, mode: str = "r"):
     return group
 
 
-def close(group, writer: Writer, *, ok: bool, why: str = "", mark_complete: bool = True, **facts) -> None:
+def close(group, writer: Writer, *, ok: bool, why: str = "", status: str | None = None, mark_complete: bool = True,
+          **facts) -> None:
     """Drains ``writer`` and marks its store: complete (with ``facts``) when ``ok`` (unless
     ``mark_complete`` is False: a torchrun rank leaves that to rank 0), else incomplete with
-    ``why``; the chunks written stay readable either way."""
+    ``why`` (or the whole ``status`` line: "preempted at step N"); the chunks written stay
+    readable either way."""
     if ok:
         writer.close()
         if mark_complete:
             mark(group, complete=True, status="complete", rows_written=writer.rows, **facts)
         return
     writer.close(raise_error=False)
-    mark(group, complete=False, status=f"incomplete: {why}"[:500], rows_written=writer.rows)
+    mark(group, complete=False, status=(status or f"incomplete: {why}")[:500], rows_written=writer.rows)
 
 
 def mark(group, *, complete: bool, status: str, rows_written: dict | None = None, **extra) -> None:
-    """Sets the store's completion mark (and each array's ``rows_written``)."""
+    """Sets the store's completion mark (and each array's ``rows_written``, and the progress
+    they reach: :mod:`flycuda.recording.progress`)."""
     for name, rows in (rows_written or {}).items():
         group[name].attrs["rows_written"] = int(rows)
     info = dict(group.attrs["flycuda"])
     info.update(extra, complete=bool(complete), status=status)
+    if rows_written:
+        shape = {n: (int(group[n].shape[1]), int(group[n].attrs.get("every", 1))) for n in data_arrays(group)}
+        rows = {n: int(rows_written.get(n, 0)) for n in shape}
+        info["progress"] = {**info.get("progress", {}), "rows_written": rows, "step": valid_step(
+            rows, {n: r for n, (r, _) in shape.items()}, {n: e for n, (_, e) in shape.items()})}
     group.attrs["flycuda"] = info
     consolidate(group)
 
@@ -223,14 +249,21 @@ class Writer:
     first, so that waiting creates no context on another GPU (torchrun: one GPU per
     rank, each rank's writer on its own). An error in the thread is raised by the
     next ``put`` or by ``close``. ``bytes_written``/``seconds`` measure it;
-    ``rows[name]``: samples written so far (writes of an array come in order)."""
+    ``rows[name]``: samples written so far (writes of an array come in order; a resumed
+    run's start at the chunks already there). ``progress``: report them in the store's
+    attrs (:mod:`flycuda.recording.progress`); ``job(fn)`` runs ``fn`` in order with the
+    writes."""
 
-    def __init__(self, group, max_queued: int = 64, device=None):
+    def __init__(self, group, max_queued: int = 64, device=None, progress: bool = True, rows: dict | None = None):
         self.group, self.bytes_written, self.seconds = group, 0, 0.0
         self.device = torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())  # the caller's, resolved here
-        self.rows: dict[str, int] = {name: 0 for name in data_arrays(group)}
+        self.rows: dict[str, int] = {name: int((rows or {}).get(name, 0)) for name in data_arrays(group)}
+        self._shape = {name: (int(group[name].shape[1]), int(group[name].attrs.get("every", 1)))
+                       for name in self.rows}
+        self.progress, self.progress_writes, self.progress_seconds = progress, 0, 0.0
+        self._last_progress = 0.0
         self._queue: queue.Queue = queue.Queue(max_queued)
         self._error: BaseException | None = None
         self._arrays: dict = {}
@@ -248,26 +281,66 @@ class Writer:
                 torch.cuda.set_device(self.device)  # before any wait: the rank's GPU, not GPU 0
         except BaseException as e:  # noqa: BLE001 - raised by the next put or close, as any writer error
             self._error = e
+        self._write_progress()  # the run is alive from its first moment
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=HEARTBEAT_S)
+            except queue.Empty:
+                self._write_progress()  # a heartbeat: alive, though no chunk came
+                continue
             if item is None:
+                self._write_progress()  # the last chunks' (close marks the store next)
                 return
             name, w0, k0, data, wait, done = item
             try:
                 if self._error is None:
-                    if wait is not None:
-                        wait()
-                    t0 = time.perf_counter()
-                    arr = data() if callable(data) else data
-                    self._array(name)[w0:w0 + arr.shape[0], k0:k0 + arr.shape[1], :] = arr
-                    self.seconds += time.perf_counter() - t0
-                    self.bytes_written += arr.nbytes
-                    self.rows[name] = k0 + arr.shape[1]
+                    if name is None:  # a job ordered after the chunks queued before it (a snapshot)
+                        data()
+                    else:
+                        self._write(name, w0, k0, data, wait)
             except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
                 self._error = e
             finally:
                 if done is not None:
                     done()
+            if self._queue.empty() or time.monotonic() - self._last_progress >= 1.0:
+                self._write_progress()
+
+    def _write(self, name, w0, k0, data, wait) -> None:
+        if wait is not None:
+            wait()
+        t0 = time.perf_counter()
+        arr = data() if callable(data) else data
+        self._array(name)[w0:w0 + arr.shape[0], k0:k0 + arr.shape[1], :] = arr
+        self.seconds += time.perf_counter() - t0
+        self.bytes_written += arr.nbytes
+        self.rows[name] = k0 + arr.shape[1]
+
+    def _write_progress(self) -> None:
+        """The store's ``progress`` (rows written, the step they reach, a heartbeat): one
+        small JSON write (:mod:`flycuda.recording.progress`). Never raises: progress is a
+        courtesy to readers, the chunks are what counts."""
+        if not self.progress or self._error is not None:
+            return
+        t0 = time.perf_counter()
+        try:
+            rows = {n: r for n, (r, _) in self._shape.items()}
+            every = {n: e for n, (_, e) in self._shape.items()}
+            info = dict(self.group.attrs["flycuda"])
+            info["progress"] = {"rows_written": dict(self.rows), "step": valid_step(self.rows, rows, every),
+                                "heartbeat": heartbeat()}
+            self.group.attrs["flycuda"] = info
+            consolidate(self.group)  # zarr drops the consolidated metadata on any attrs write
+            self.progress_writes += 1
+        except Exception:  # noqa: BLE001, S110 - a full disk shows in the next chunk's write
+            pass
+        self._last_progress = time.monotonic()
+        self.progress_seconds += time.perf_counter() - t0
+
+    def job(self, fn) -> None:
+        """Runs ``fn()`` in the writer thread once every chunk queued before it is written
+        (a snapshot that must not claim chunks the store lacks)."""
+        self.put(None, 0, 0, fn)
 
     def _raise(self) -> None:
         if self._error is not None:

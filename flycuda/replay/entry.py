@@ -30,9 +30,11 @@ import torch
 
 from ..sim.mjwarp import Sim
 from ..sim.motion import motion_window
+from ..sim.preempt import Preempted, preemptible
 from ..sim.stepper import SPLIT_STEPS, LoopOptions, run_stages
 from ..vision.stage import VisionStage
 from ..worlds import resolve
+from . import snapshot
 from .results import TRACKING_SKIP_SECONDS, ReplayResult, make_result, tracking_rmse
 from .settings import ReplayError, ReplaySettings
 from .stages import Recording, Renders, Targets
@@ -82,7 +84,22 @@ def replay(settings: ReplaySettings | None = None, *, sim: Sim | None = None, re
     renders = Renders(renderer, frame_writer, s.render_every)
     eyes = [VisionStage(checked.vision, retina, connectome=checked.connectome,
                         checkpoint=s.connectome_checkpoint)] if checked.vision is not None else []
+    store = snapshot.store_path(checked.target)
+    fp = snapshot.fingerprint(s, ws, steps, offs)
+    resumed = snapshot.resume_from(s.resume, fp, checked.target) if s.resume else None
+    snaps = [snapshot.Snapshots(snapshot.snapshot_dir(store), fp, recording)] if store and s.snapshots else []
     options = LoopOptions(steps, s.steps_per_graph, s.graph, int(round(ws.warmup / ws.sim.timestep)), s.keep_state,
-                          s.progress, s.profile, t_start, desc=f"replay {ws.sim.nworld} worlds")
-    stats = run_stages(ws.sim, [targets, *eyes, recording, renders], options)
-    return make_result(stats, targets, recording, renders, eyes[0] if eyes else None)
+                          s.progress, s.profile, t_start, desc=f"replay {ws.sim.nworld} worlds",
+                          resume=resumed.state if resumed else None)
+    with preemptible(s.preemptible):
+        try:
+            stats = run_stages(ws.sim, [targets, *eyes, recording, *snaps, renders], options)
+        except Preempted as e:
+            e.store = store  # what the command line tells the user to resume
+            raise
+    if store and checked.target.finalize:
+        snapshot.remove_snapshots(store)  # the run is complete: nothing left to resume
+    res = make_result(stats, targets, recording, renders, eyes[0] if eyes else None)
+    res.resumed_from = resumed.step if resumed else None
+    res.snapshots = snaps[0].summary() if snaps else {}
+    return res

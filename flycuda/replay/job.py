@@ -97,7 +97,10 @@ def choose_device(device: str | None) -> str:
 
 
 def _with_out_dir(s: ReplaySettings, o: Outputs) -> tuple[ReplaySettings, Outputs]:
-    """An ``out`` folder, made; every output not named otherwise goes there."""
+    """An ``out`` folder, made; every output not named otherwise goes there (a resumed run:
+    its store is the recording)."""
+    if s.resume is not None and s.record is None and o.out is None:
+        s = dataclasses.replace(s, record=os.fspath(s.resume))
     if o.out is None:
         return s, o
     os.makedirs(o.out, exist_ok=True)
@@ -139,7 +142,7 @@ def _check_outputs(s: ReplaySettings, o: Outputs) -> None:
         parse_vision(s.vision)  # a bad spec fails before any build
     if isinstance(s.record, str) and not (_zarr(s) or _npz(s)):
         raise ReplayError(f"record must end in .zarr (a zarr store) or .npz (small runs), got {s.record}")
-    if _zarr(s):
+    if _zarr(s) and s.resume is None:  # a resumed run writes on into its store (ReplaySettings.check_resume)
         check_path(s.record, s.overwrite)
     observe = [s.observe] if isinstance(s.observe, str) else list(s.observe)
     extra = [x for x in observe if isinstance(x, str) and x.split(":")[0].split("@")[0] != "angles"]

@@ -12,6 +12,7 @@ chunk, so memory does not grow with the recording's length.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..recording.reader import Recording, RecordingError, parse_worlds
+from ..recording.runs import open_run
 from ..render import FrameWriter, TileRenderer, camera_arg
 from ..sim.bodies import add_bodies
 from ..vision.eyes import flygym_retina, mosaic_with_eyes
@@ -42,6 +44,11 @@ class PlaybackResult:
 
 def _open(source) -> Recording:
     rec = source if isinstance(source, Recording) else Recording.open(source)
+    if not rec.complete:  # an interrupted, preempted or failed run: its valid prefix, said in one line
+        run = open_run(rec.group.store)
+        if run.state != "running" and "qpos" in run.rows:
+            print(f"flycuda render: {run.line()}; rendering its valid prefix ({run.rows['qpos']:,} qpos samples)",
+                  file=sys.stderr)
     if "qpos" not in rec.names:
         raise RecordingError("the recording has no qpos to re-pose the worlds from; record it with "
                              "--observe qpos@30hz (replay(observe=[..., 'qpos@30hz']))")

@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import RecordingError, require
 from ..recording.reader import Recording
+from ..recording.runs import open_run
 
 __all__ = ["plot_tracking", "load_tracking"]
 
@@ -49,10 +51,23 @@ def load_tracking(source, worlds=None) -> dict:
         rmse = rec.info.get("rmse_per_dof")
     total = rec["angles"].shape[0]
     sel = _check_worlds(worlds, total)
-    return {"recorded": rec.read("angles", sel).numpy(), "targets": rec.read("targets", sel).numpy(),
-            "times": rec.times("angles"), "dof_names": rec.columns("angles"),
+    rows = _valid_rows(rec)
+    return {"recorded": rec.read("angles", sel).numpy()[:, :rows], "targets": rec.read("targets", sel).numpy()[:, :rows],
+            "times": rec.times("angles")[:rows], "dof_names": rec.columns("angles"),
             "rmse_per_dof": np.asarray(rmse if rmse is not None else [], dtype=np.float32), "worlds": sel,
             "total": total}
+
+
+def _valid_rows(rec: Recording) -> int:
+    """The samples of joint angles to draw: all of a complete run's; an interrupted, preempted
+    or failed run's valid prefix (said in one line)."""
+    if rec.complete:
+        return rec["angles"].shape[1]
+    run = open_run(rec.group.store)
+    rows = min(run.rows.get("angles", 0), run.rows.get("targets", 0))
+    if run.state != "running":
+        print(f"flycuda plot: {run.line()}; plotting its valid prefix ({rows:,} samples)", file=sys.stderr)
+    return rows
 
 
 def _check_worlds(worlds, total: int) -> list[int]:

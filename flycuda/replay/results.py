@@ -48,8 +48,12 @@ class ReplayResult:
     rank_walls: list = field(default_factory=list)  # torchrun: wall seconds of each rank
     store_bytes: int = 0       # bytes handed to the store (uncompressed)
     store_seconds: float = 0.0  # writer thread time spent writing them
+    progress_writes: int = 0  # the store's progress (JSON) written by the writer, and its seconds
+    progress_seconds: float = 0.0
     recorder_device_bytes: int = 0  # device memory of the recording (rings, tracking)
     rows_written: dict = field(default_factory=dict)  # samples written per stored array
+    resumed_from: int | None = None  # the step a resumed run went on from (its snapshot's)
+    snapshots: dict = field(default_factory=dict)  # taken, bytes, seconds (flycuda.replay.snapshot)
     render_afterwards: bool = False  # the video was rendered from the store after the run
     vision: str = ""           # the vision stage's spec (flycuda.vision.stage), "" without one
     vision_samples: int = 0    # readouts of every world taken
@@ -129,6 +133,14 @@ class ReplayResult:
             rate = self.store_bytes / self.store_seconds / 2**20 if self.store_seconds > 0 else math.nan
             lines.append(f"  recording      {self.store_bytes / 2**20:,.1f} MiB streamed to the store ({rate:,.0f} MiB/s "
                          f"writer); {self.recorder_device_bytes / 2**20:,.1f} MiB of device chunks")
+        if self.resumed_from is not None:
+            lines.append(f"  resumed        from the snapshot at step {self.resumed_from:,}")
+        if self.snapshots.get("taken"):
+            n = self.snapshots["taken"]
+            sn = self.snapshots
+            lines.append(f"  snapshots      {n}: {sn['file_bytes'] / 2**20:,.2f} MiB each, {1e3 * sn['seconds'] / n:.1f} ms "
+                         f"to take + {1e3 * sn['write_seconds'] / n:.1f} ms to write (writer thread); the latest 2 "
+                         "kept until the run completes")
         if self.render_frames:
             t = self.split_seconds.get("render", 0.0)
             how = ", afterwards from the store" if self.render_afterwards else ""
@@ -203,6 +215,7 @@ def make_result(stats, targets, recording, renders, eyes=None) -> ReplayResult:
         recording=sink.recording() if sink is not None else None, track_sq=sq,
         track_count=tracker.count, store_bytes=writer.bytes_written if writer else 0,
         store_seconds=writer.seconds if writer else 0.0, recorder_device_bytes=rec.device_bytes(),
+        progress_writes=writer.progress_writes if writer else 0, progress_seconds=writer.progress_seconds if writer else 0.0,
         rows_written=dict(writer.rows) if writer else {}, vision=str(eyes.spec) if eyes else "",
         vision_samples=eyes.samples if eyes else 0, vision_rays=eyes.vision.rays_per_readout if eyes else 0,
         vision_device_bytes=eyes.device_bytes() if eyes else 0, steps_in_launches=stats.launched,

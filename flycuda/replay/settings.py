@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 
 from .. import ops
-from ..errors import ReplayError
+from ..errors import RecordingError, ReplayError, StoreError
 from ..recording.observables import CONNECTOME_KINDS, parse
 from ..recording.reader import Target
 from ..recording.recorder import CHUNK_BYTES
@@ -74,6 +75,14 @@ class ReplaySettings:
         profile: path of a torch.profiler Chrome/Perfetto trace to write.
         progress: show a progress bar.
         nconmax, njmax: MuJoCo Warp's contact and constraint capacities (None: its defaults).
+        resume: a ``.zarr`` store of an interrupted or preempted run with these same settings:
+            the run goes on from its latest snapshot (:mod:`flycuda.replay.snapshot`) into it,
+            bit for bit as if it had never stopped (``record`` is then that store, or None).
+        snapshots: with a ``.zarr`` path, write a snapshot beside the store with every chunk
+            of joint angles (``STORE.resume/``, the latest two; removed when the run completes).
+        preemptible: SIGTERM and SIGINT end the run after the launch in flight: the store
+            flushed, a snapshot taken, the store marked ``preempted at step N``, then
+            :class:`flycuda.sim.preempt.Preempted` raised (exit status 143 / 130 on the CLI).
     """
 
     model: object = None
@@ -100,7 +109,10 @@ class ReplaySettings:
     nconmax: int | None = None
     njmax: int | None = None
     connectome_checkpoint: str | None = None
-    motion: object = None  # last: the fields before it keep their positions
+    motion: object = None  # the fields before it keep their positions
+    resume: str | None = None
+    snapshots: bool = True
+    preemptible: bool = True
 
     @classmethod
     def of(cls, settings: "ReplaySettings | None" = None, **options) -> "ReplaySettings":
@@ -129,9 +141,10 @@ class ReplaySettings:
             raise ReplayError(f"observe one of {', '.join(CONNECTOME_KINDS)}, got {' and '.join(map(str, network))}")
         if self.connectome_checkpoint is not None and not network:
             raise ReplayError("connectome_checkpoint is the network's: observe connectome[:TYPES] too")
+        target = check_resume(self, renderer) if self.resume is not None else target_of(self.record, self.overwrite)
         checked = Checked([x for x in specs if x.kind not in CONNECTOME_KINDS],
                           parse_vision(self.vision) if self.vision is not None else None,
-                          target_of(self.record, self.overwrite), network[0] if network else None)
+                          target, network[0] if network else None)
         if self.duration is not None:
             check_duration(None, self.duration, None)
         return checked
@@ -147,6 +160,35 @@ class Checked:
     vision: VisionSpec | None
     target: Target | None
     connectome: object = None  # the network's observable (a Spec of CONNECTOME_KINDS), recorded with the eyes
+
+
+def check_resume(s: ReplaySettings, renderer=None) -> Target:
+    """The store ``s.resume`` as the run's target, once it is one that can be resumed: a
+    flycuda ``.zarr`` store whose run did not complete and is not running; the same as
+    ``record``, if that is given; no live video (render afterwards from the store)."""
+    from ..recording.runs import open_run  # noqa: PLC0415  (zarr: only stores need it)
+
+    path = s.resume
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).rstrip("/").endswith(".zarr"):
+        raise ReplayError(f"resume must be the path of a .zarr store, got {path!r}")
+    path = os.fspath(path)
+    record = s.record.store if isinstance(s.record, Target) else s.record
+    if record is not None and (not isinstance(record, (str, os.PathLike))
+                               or os.path.abspath(os.fspath(record)) != os.path.abspath(path)):
+        raise ReplayError(f"resume writes into the store it resumes ({path}); record={s.record!r} names another")
+    if renderer is not None or s.render_every:
+        raise ReplayError("resume cannot continue a live video: render it afterwards from the store (flycuda render)")
+    try:
+        run = open_run(path)
+    except (RecordingError, StoreError) as e:
+        raise ReplayError(f"cannot resume {path}: {e}") from None
+    if run.state == "complete":
+        raise ReplayError(f"cannot resume {path}: its run is complete, there is nothing left to run")
+    if run.state == "running":
+        hb = run.heartbeat
+        raise ReplayError(f"cannot resume {path}: it is still being written (pid {hb.get('pid')} on "
+                          f"{hb.get('host')}, heartbeat {hb.get('time')})")
+    return Target(store=path, create=False)
 
 
 def observe_specs(observe) -> list:

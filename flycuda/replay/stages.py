@@ -6,6 +6,7 @@ settings (nothing allocated) and sets itself up when the loop starts."""
 
 from __future__ import annotations
 
+import signal
 import time
 
 import torch
@@ -176,11 +177,47 @@ class Recording(Stage):
             self.closed = True
 
     def abort(self, loop, why: str) -> None:
+        """The store closed incomplete with ``why``; on a preemption, first the samples taken
+        so far (the filling chunks) flushed, and the store marked ``preempted at step N``."""
+        if self.recorder is not None and loop.preempted is not None and self.sink is not None and not self.closed:
+            self.recorder.finish(loop.done)
+            name = signal.Signals(loop.preempted.signum).name
+            self.sink.close(ok=False, status=f"preempted at step {loop.done} ({name})")
+            self.closed = True
         if self.recorder is not None:
             self.recorder.abort()
         if self.sink is not None and not self.closed:  # a stage after this one failed in its finish
             self.sink.close(ok=False, why=why)
             self.closed = True
+
+    # -- snapshots (flycuda.replay.snapshot) --------------------------------------------
+    def rows_queued(self) -> dict:
+        """Samples per stored array in the chunks queued out so far (the store holds them
+        once the writer gets there)."""
+        rows = {st.obs.name: min(st.flushed * st.C, st.rows) for st in self.recorder.streams}
+        if self.recorder.tracker is not None:
+            rows["targets"] = rows[self.recorder.track]
+        return rows
+
+    def state(self, loop) -> dict:
+        """Each stream's chunks queued out and its filling ring slot; the tracking sums."""
+        rec = self.recorder
+        streams = {st.obs.name: {"flushed": st.flushed, "slot": st.ring[st.flushed % len(st.ring)].cpu().clone()}
+                   for st in rec.streams}
+        t = rec.tracker
+        return {"streams": streams, "sq": t.sq.cpu().clone(), "count": t.count}
+
+    def restore(self, loop, state: dict) -> None:
+        rec = self.recorder
+        if sorted(state["streams"]) != sorted(st.obs.name for st in rec.streams):
+            raise ReplayError(f"the snapshot records {', '.join(sorted(state['streams']))}, this run "
+                              f"{', '.join(sorted(st.obs.name for st in rec.streams))}")
+        for st in rec.streams:
+            saved = state["streams"][st.obs.name]
+            st.flushed, st.ready = int(saved["flushed"]), int(saved["flushed"]) + len(st.ring) - 1
+            st.ring[st.flushed % len(st.ring)].copy_(saved["slot"])
+        rec.tracker.sq.copy_(state["sq"])
+        rec.tracker.count = int(state["count"])
 
 
 class Renders(Stage):

@@ -7,7 +7,8 @@
 * :mod:`.streams`: torch and Warp on one CUDA stream, graph capture;
 * :mod:`.stepper`: the step loop: stages around the physics, launches of K steps (CUDA graphs),
   host work between them;
-* :mod:`.bodies`: a task's objects added to a model's spec before it is compiled.
+* :mod:`.bodies`: a task's objects added to a model's spec before it is compiled;
+* :mod:`.preempt`: SIGTERM / SIGINT noted and acted on between launches (:class:`Preempted`).
 
 FlyGym's NeuroMechFly lives one floor up (:mod:`flycuda.flygym`), and the models by name
 (the resolver of what each brings) in :mod:`flycuda.worlds`.
@@ -19,8 +20,9 @@ from ..errors import BridgeError, CaptureAllocationError, CaptureError, FlyGymEr
 from .hexapod import fly_model
 from .mjwarp import Sim
 from .motion import Motion, load_motion, save_motion, tripod_gait
+from .preempt import Preempted, preemptible
 from .stepper import LoopOptions, LoopStats, Stage, run_stages
 
 __all__ = ["Sim", "Motion", "load_motion", "save_motion", "tripod_gait", "fly_model", "Stage", "run_stages",
            "LoopOptions", "LoopStats", "BridgeError", "FlyGymError", "MotionError", "CaptureError",
-           "CaptureAllocationError"]
+           "CaptureAllocationError", "Preempted", "preemptible"]

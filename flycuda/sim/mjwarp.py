@@ -135,6 +135,17 @@ def load_mjmodel(source):
     raise BridgeError(f"model must be None, a mujoco.MjModel, an MJCF path or string; got {type(source).__name__}")
 
 
+# Data fields that carry over from one step to the next (the rest a step recomputes);
+# what a snapshot keeps (flycuda.replay.snapshot), held bit for bit by the resume tests.
+CARRIED = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "time", "mocap_pos", "mocap_quat", "qfrc_applied",
+           "xfrc_applied", "eq_active", "userdata", "history", "tree_asleep", "tree_awake", "body_awake", "overflow")
+
+
+def _has(data, field: str) -> bool:
+    arr = getattr(data, field, None)
+    return arr is not None and hasattr(arr, "ptr") and arr.shape[0] > 0
+
+
 class Sim:
     """A batch of MuJoCo Warp worlds: ``mjm`` (host model), ``model``/``data`` (mjw)."""
 
@@ -293,6 +304,29 @@ class Sim:
             cams = self._names(mujoco.mjtObj.mjOBJ_CAMERA, self.mjm.ncam)
             raise BridgeError(f"unknown camera {name!r}; the model has: {', '.join(cams) or 'no cameras'}")
         return cid
+
+    # -- state ---------------------------------------------------------------------------
+    def carried_state(self) -> dict:
+        """Host copies of the Data fields a step carries over to the next (:data:`CARRIED`,
+        those this MuJoCo Warp has): with the model, all the next step depends on."""
+        import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use)
+
+        return {f: wp.to_torch(getattr(self.data, f)).cpu().clone() for f in CARRIED if _has(self.data, f)}
+
+    def load_carried_state(self, state: dict) -> None:
+        """Sets the fields :meth:`carried_state` returned (same worlds and model), then poses
+        the worlds (kinematics) as the step that left them did."""
+        import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use)
+
+        for f, value in state.items():
+            if f not in CARRIED or not _has(self.data, f):
+                raise BridgeError(f"the state names data.{f}, which this MuJoCo Warp's Data does not carry")
+            t = wp.to_torch(getattr(self.data, f))
+            if tuple(t.shape) != tuple(value.shape) or t.dtype != value.dtype:
+                raise BridgeError(f"the state's data.{f} is {value.dtype} {tuple(value.shape)}, these worlds' "
+                                  f"{t.dtype} {tuple(t.shape)}: another model or number of worlds")
+            t.copy_(value)
+        self.forward()
 
     # -- stepping -----------------------------------------------------------------------
     def step(self) -> None:

@@ -20,7 +20,13 @@ of them.
   (:class:`Schedule`), an eager step otherwise; ``prepare(loop, first, last)`` before each,
   ``after(loop, done)`` after each; then ``end(loop)``, untimed;
 * ``finish(loop)`` at the end, or ``abort(loop, why)`` on any error (no store is left
-  marked complete).
+  marked complete);
+* preemption (:mod:`flycuda.sim.preempt`): after each launch's ``after`` hooks, a SIGTERM or
+  SIGINT noted meanwhile raises :class:`~flycuda.sim.preempt.Preempted` (``loop.preempted``
+  holds it for the stages' ``abort``);
+* resume: with ``options.resume`` (what :meth:`Loop.state` returned at some step), the
+  worlds, the device counter and every stage (``restore``) are set back to that step instead
+  of the initial state, and the run goes on from there, bit for bit as if never stopped.
 
 The device counter is advanced inside the step by a stage (the replay's targets op); at the
 end it must equal the steps run.
@@ -36,7 +42,8 @@ import torch
 
 from .. import profile as profiling
 from ..ops import new_step_counter
-from . import streams
+from . import preempt, streams
+from .preempt import Preempted
 
 __all__ = ["Stage", "Schedule", "LoopOptions", "LoopStats", "Loop", "run_stages", "due_room", "SPLIT_STEPS"]
 
@@ -87,6 +94,14 @@ class Stage:
 
     def abort(self, loop: "Loop", why: str) -> None:
         """The end of a run that failed (also during set-up): leaves nothing marked complete."""
+
+    def state(self, loop: "Loop") -> dict:
+        """What the stage carries from one step to the next (tensors, copied to the host), for
+        a snapshot; nothing by default."""
+        return {}
+
+    def restore(self, loop: "Loop", state: dict) -> None:
+        """The stage as :meth:`state` found it, in place of :meth:`start` (a resumed run)."""
 
 
 def due_room(every: int, steps: int, done: int) -> int:
@@ -145,6 +160,7 @@ class LoopOptions:
     profile: str | None = None
     t_start: float | None = None
     desc: str = "steps"
+    resume: dict | None = None  # Loop.state() of the step to go on from
 
 
 @dataclass
@@ -173,6 +189,7 @@ class Loop:
         self.step = new_step_counter(sim.device)
         self.done = 0
         self.stats = LoopStats(per_launch=options.per_launch)
+        self.preempted: Preempted | None = None
 
     @property
     def on_cuda(self) -> bool:
@@ -234,6 +251,10 @@ class Loop:
         self.done += n
         for st in self.stages:
             st.after(self, self.done)
+        signum = preempt.requested()
+        if signum is not None:  # the stages have written what they must (a snapshot among them)
+            self.preempted = Preempted(signum, self.done)
+            raise self.preempted
 
     # -- the run -----------------------------------------------------------------------
     def room(self, done: int) -> int:
@@ -252,9 +273,30 @@ class Loop:
         for st in self.stages:
             st.after(self, 0)
 
+    def state(self) -> dict:
+        """Everything the next step depends on, on the host: the steps done, the device
+        counter, the worlds' carried state (:meth:`flycuda.sim.Sim.carried_state`) and each
+        stage's (:meth:`Stage.state`, by position)."""
+        sync(self.sim)
+        return {"done": self.done, "counter": self.step.cpu().clone(), "sim": self.sim.carried_state(),
+                "stages": [st.state(self) for st in self.stages]}
+
+    def restore(self, state: dict) -> None:
+        """The run as :meth:`state` found it, in place of the initial state."""
+        if len(state["stages"]) != len(self.stages):
+            raise RuntimeError(f"flycuda: the snapshot has {len(state['stages'])} stages' state, the loop "
+                               f"{len(self.stages)} stages")
+        self.sim.load_carried_state(state["sim"])
+        self.step.copy_(state["counter"])
+        self.done = int(state["done"])
+        for st, s in zip(self.stages, state["stages"]):
+            st.restore(self, s)
+
     def warm_up_and_split(self, schedule: Schedule) -> float:
         """The first step, timed with the set-up; SPLIT_STEPS synchronized steps timed part
         by part; eager steps onto the launch grid. Returns their wall seconds but the first's."""
+        if self.done >= self.steps:  # resumed at its last step: nothing left to run
+            return 0.0
         self.step_eagerly()
         sync(self.sim)
         t_start = self.options.t_start if self.options.t_start is not None else self._t_run
@@ -321,7 +363,10 @@ class Loop:
         for st in self.stages:
             st.setup(self)
         with streams.shared_stream(self.sim.device):  # torch's ops and Warp's steps in one stream order
-            self.initial_state()
+            if opts.resume is None:
+                self.initial_state()
+            else:
+                self.restore(opts.resume)
         bar = _progress_bar(self.steps, opts.desc) if opts.progress else None
         prof_ctx = profiling.Profiler(opts.profile, cuda=self.on_cuda) if opts.profile else contextlib.nullcontext()
         launches = opts.graph or not self.on_cuda  # captured graphs on CUDA (unless graph=False), plain steps on the CPU

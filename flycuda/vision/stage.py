@@ -119,6 +119,17 @@ class VisionStage(Stage):
             self.sim.kinematics()
         self.sample(done)
 
+    def state(self, loop) -> dict:
+        """The network's voltages (the eyes' readouts are sampled anew; the recorder keeps the
+        samples taken)."""
+        return {"voltages": self.network.net.voltages.cpu().clone()} if self.network is not None else {}
+
+    def restore(self, loop, state: dict) -> None:
+        if (self.network is not None) != ("voltages" in state):
+            raise VisionError("the snapshot's eyes and this run's differ in having flyvis's network behind them")
+        if self.network is not None:
+            self.network.net.voltages.copy_(state["voltages"])
+
     def next_due(self, done: int) -> int:
         """The next step after ``done`` at which a sample is due."""
         return (done // self.every + 1) * self.every

@@ -39,3 +39,17 @@ def test_ppo_over_descending_drives():
     curve = ppo.main(["--task", "walk", "--model", "neuromechfly", "--action", "descending", "--worlds", "2",
                       "--iterations", "1", "--horizon", "3", "--device", "cpu"])
     assert len(curve) == 1 and math.isfinite(curve[0])
+
+
+def test_a_checkpointed_run_resumes_bit_for_bit(tmp_path):
+    """--checkpoint after every iteration, --resume from it: a run stopped after 2 iterations and
+    resumed for a third ends where one run of 3 does (every iteration's mean reward equal), its
+    environment, policy, optimizer and generators restored."""
+    spec = importlib.util.spec_from_file_location("flycuda_example_ppo_ckpt", PPO)
+    ppo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ppo)
+    args = ["--task", "walk", "--worlds", "3", "--horizon", "4", "--device", "cpu"]
+    whole = ppo.main(args + ["--iterations", "3", "--checkpoint", str(tmp_path / "a.pt")])
+    ppo.main(args + ["--iterations", "2", "--checkpoint", str(tmp_path / "b.pt")])
+    resumed = ppo.main(args + ["--iterations", "3", "--checkpoint", str(tmp_path / "b.pt"), "--resume"])
+    assert len(whole) == 3 and resumed == whole

@@ -106,6 +106,8 @@ def test_torchrun_refuses_a_record_that_is_no_zarr_path():
 
 
 def test_settings_keep_their_positions():
-    """``motion`` came last: ReplaySettings' earlier fields keep their positions."""
+    """Fields are only ever added at the end (``motion``, then issue 52's): the earlier ones keep
+    their positions."""
     names = [f.name for f in dataclasses.fields(ReplaySettings)]
-    assert names[:3] == ["model", "worlds", "duration"] and names[-1] == "motion"
+    assert names[:3] == ["model", "worlds", "duration"] and names.index("motion") == 24
+    assert names[25:] == ["resume", "snapshots", "preemptible"]

@@ -1,0 +1,81 @@
+"""A recording and what its run is now: :func:`open_run` reads a store's progress
+(:mod:`flycuda.recording.progress`) and says whether the run is ``complete``, ``running`` (a
+live heartbeat), ``interrupted`` (a stale heartbeat, or its process gone on this host),
+``preempted`` (it stopped on SIGTERM/SIGINT and said so) or ``failed`` (an error it could
+name), with the valid prefix of every array."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .progress import run_state, valid_step
+from .reader import Recording
+
+__all__ = ["Run", "open_run"]
+
+
+@dataclass
+class Run:
+    """A recording and what its run is now (see :func:`open_run`).
+
+    Attributes:
+        state: "complete", "running", "interrupted", "preempted" or "failed".
+        status: the store's own status line ("running", "preempted at step N", ...).
+        step: the last step every array holds every sample of (-1: none).
+        rows: samples written per array (the valid prefix of each).
+        heartbeat: the writer's last heartbeat (time, unix, host, pid), or {}.
+        recording: the :class:`flycuda.recording.Recording` (whole arrays, NaN past the prefix).
+    """
+
+    state: str
+    status: str
+    step: int
+    rows: dict
+    heartbeat: dict
+    recording: object = field(repr=False, default=None)
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    @property
+    def names(self) -> list[str]:
+        return self.recording.names
+
+    def read(self, name: str, worlds=slice(None)) -> np.ndarray:
+        """float32 [worlds, rows, D] of ``name``: its valid prefix only."""
+        n = self._rows(name)
+        return np.asarray(self.recording[name].get_orthogonal_selection((worlds, slice(0, n), slice(None))))
+
+    def _rows(self, name: str) -> int:
+        self.recording[name]  # noqa: B018 - names the arrays it has, for a name it lacks
+        return int(self.rows.get(name, 0))
+
+    def line(self) -> str:
+        """One line a command prints for a run that did not complete."""
+        seen = ", ".join(f"{k} {v:,}/{self.recording[k].shape[1]:,}" for k, v in sorted(self.rows.items()))
+        return f"the recording is {self.state} ({self.status}): its valid prefix reaches step {self.step:,} ({seen})"
+
+
+def open_run(path) -> Run:
+    """Opens a recording (path or zarr store) and says what its run is now, with the valid
+    prefix of every array (:class:`Run`). A store written before progress was recorded, or
+    by a run that closed, reads its ``rows_written`` from the arrays' attrs.
+
+    Raises:
+        RecordingError: not a flycuda recording.
+    """
+    rec = Recording.open(path)
+    info = rec.info
+    progress = info.get("progress") or {}
+    rows = {n: int(rec[n].shape[1]) for n in rec.names}
+    every = {n: rec.every(n) for n in rec.names}
+    written = {n: int(progress.get("rows_written", {}).get(n, rec[n].attrs.get("rows_written", 0) or 0))
+               for n in rec.names}
+    if info.get("complete"):
+        written = {n: int(rec[n].attrs.get("rows_written", rows[n]) or rows[n]) for n in rec.names}
+    beat = dict(progress.get("heartbeat") or {})
+    state = run_state(info, beat)
+    return Run(state, str(info.get("status", "")), valid_step(written, rows, every), written, beat, rec)
