@@ -3,7 +3,7 @@
 # (once), builds the extension (incrementally), then runs what you ask:
 #
 #   bash run.sh demo [flycuda replay options]   # the main job: replay demo (no options: outputs in out/demo)
-#   bash run.sh test [pytest options]           # the test suite
+#   bash run.sh test [pytest options]           # the test suite (a worker per core: FLYCUDA_TEST_WORKERS=N)
 #   bash run.sh gpu-check [--out DIR]           # GPU self-check (needs an NVIDIA GPU)
 #   bash run.sh build                           # set up and build only
 #
@@ -118,7 +118,7 @@ case "$cmd" in
       fi
     fi
     exec "$PY" -m flycuda replay "$@" ;;
-  test) exec "$PY" -m pytest -q tests "$@" ;;
+  test) exec "$PY" -m pytest -q -n "${FLYCUDA_TEST_WORKERS:-auto}" --dist loadfile tests "$@" ;;  # pytest-xdist: a worker per core, a file per worker
   gpu-check) exec "$PY" -m flycuda gpu-check "$@" ;;
   build) "$PY" -c "import flycuda; print('flycuda', flycuda.__version__, 'CUDA kernels built:', flycuda.has_cuda_ops())" ;;
   *) echo "run.sh: unknown command '$cmd' (use demo, test, gpu-check or build)" >&2; exit 2 ;;

@@ -34,6 +34,8 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest-xdist's workers share the cores: one thread each
+        torch.set_num_threads(1)
     limit = config.getoption("--hang-timeout")
     if limit < 0:
         raise pytest.UsageError(f"--hang-timeout: expected seconds >= 0, got {limit:g}")

@@ -9,10 +9,11 @@ What it holds, so that a run resumed from it steps bit for bit as one never stop
   network, the odor scene, the non-finite guard, ...) by path, e.g. ``task.target_pos``: the
   counters, episode draws, observations, controller phases, network voltages, and the views of
   MuJoCo Warp's derived fields it reads (sensors, forces), copied back last;
-* ``scalars``: the Python numbers among them (the seed, the steps run);
+* ``scalars``: the Python numbers among them; those that are state (:data:`STATE_SCALARS`: the
+  seed, the steps run) are set back, the others are settings the fingerprint holds equal;
 * ``rng``: the action spaces' NumPy generators (``action_space.sample()``);
 * ``fingerprint``: what the state only fits (flycuda, MuJoCo Warp, device kind, task, worlds,
-  the model's sizes, the observation columns); :meth:`load_state_dict` refuses another's.
+  the model's sizes, the observation columns); :meth:`FlyVecEnv.load_state_dict` refuses another's.
 
 Constant tables that construction rebuilds the same (the motion, the initial states, the
 renderer's scene, the network's weights: :data:`CONSTANT`) are left out. Loading copies in
@@ -22,17 +23,22 @@ place, so a captured CUDA graph stays valid. The dict holds host tensors and pla
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ..errors import EnvError
 
-__all__ = ["FORMAT", "CONSTANT", "env_state", "load_env_state", "walk", "check_walked", "load_walked", "fingerprint"]
+__all__ = ["FORMAT", "CONSTANT", "STATE_SCALARS", "device_name", "env_state", "load_env_state", "walk", "check_walked", "load_walked", "fingerprint"]
 
 FORMAT = "flycuda.env_state/1"
 # attributes holding tables built at construction and never written after (left out)
 CONSTANT = frozenset({"sim", "frames", "_init", "_columns", "_angle_columns", "action_map", "renderer", "scene",
                       "rowptr", "src", "weight", "bias", "tau", "_connectome", "_params", "steady", "nodes", "order",
-                      "retina", "spline", "layout", "env", "_graph", "_wp_streams", "_done_wp"})
+                      "retina", "spline", "layout", "env", "_graph", "_wp_streams", "_done_wp",
+                      "_all", "_skip", "_full"})  # (the eyes' masks and scratch, made on first use)
+# the Python numbers that are state (the others are settings, held equal by the fingerprint)
+STATE_SCALARS = frozenset({"seed_value", "_steps_run", "_begun", "seed"})
 _SCALARS = (bool, int, float)
 
 
@@ -45,25 +51,27 @@ def walk(obj, skip=CONSTANT) -> tuple[dict, dict]:
     lists, tuples and dicts, by dotted path (each tensor object once, at its first path)."""
     tensors, scalars, seen = {}, {}, set()
 
-    def visit(value, path: str, depth: int) -> None:
+    def visit(value, path: str, depth: int, mutable: bool = True) -> None:
         if isinstance(value, torch.Tensor):
             if id(value) not in seen:
                 seen.add(id(value))
                 tensors[path] = value
         elif isinstance(value, _SCALARS) and path:
-            scalars[path] = value
+            if mutable:  # a frozen dataclass's numbers are settings, not state
+                scalars[path] = value
         elif depth < 8 and isinstance(value, (list, tuple)):
             for i, v in enumerate(value):
-                visit(v, f"{path}.{i}", depth + 1)
+                visit(v, f"{path}.{i}", depth + 1, mutable and isinstance(value, list))
         elif depth < 8 and isinstance(value, dict):
             for k, v in value.items():
                 if isinstance(k, str):
-                    visit(v, f"{path}.{k}", depth + 1)
+                    visit(v, f"{path}.{k}", depth + 1, mutable)
         elif depth < 8 and _ours(value) and id(value) not in seen and hasattr(value, "__dict__"):
             seen.add(id(value))
+            frozen = dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen
             for k, v in sorted(vars(value).items()):
                 if k not in skip:
-                    visit(v, f"{path}.{k}" if path else k, depth + 1)
+                    visit(v, f"{path}.{k}" if path else k, depth + 1, mutable and not frozen)
 
     visit(obj, "", 0)
     return tensors, scalars
@@ -93,7 +101,7 @@ def load_walked(obj, tensors: dict, scalars: dict, what: str, skip=CONSTANT) -> 
     for path, value in tensors.items():
         live[path].copy_(value)
     for path, value in scalars.items():
-        if path in live_scalars:
+        if path in live_scalars and path.rsplit(".", 1)[-1] in STATE_SCALARS:
             _set(obj, path, value)
 
 
@@ -116,9 +124,16 @@ def fingerprint(env) -> dict:
     from ..recording.store import versions  # noqa: PLC0415
 
     v = versions()
-    return {"flycuda": v.get("flycuda"), "mujoco_warp": v.get("mujoco-warp"), "device": env.device.type,
-            "task": type(env.task).__name__, "worlds": env.num_envs, "nq": int(env.sim.mjm.nq),
-            "nv": int(env.sim.mjm.nv), "action": env.action_kind, "obs_names": list(env.obs_names)}
+    return {"flycuda": v.get("flycuda"), "mujoco_warp": v.get("mujoco-warp"), "warp": v.get("warp-lang"),
+            "device": device_name(env.device), "task": type(env.task).__name__, "worlds": env.num_envs,
+            "nq": int(env.sim.mjm.nq), "nv": int(env.sim.mjm.nv), "nu": int(env.sim.mjm.nu),
+            "action": env.action_kind, "decimation": env.decimation, "max_episode_steps": env.max_episode_steps,
+            "obs_names": list(env.obs_names)}
+
+
+def device_name(device: torch.device) -> str:
+    """"cpu", or the GPU's name (MuJoCo Warp's kernels group work by the GPU's SM count)."""
+    return "cpu" if device.type != "cuda" else f"cuda: {torch.cuda.get_device_name(device)}"
 
 
 def env_state(env) -> dict:

@@ -7,9 +7,9 @@ While a run writes, its store's ``attrs["flycuda"]["progress"]`` holds::
      "step": 5631,                                          # every array holds every sample up to this step
      "heartbeat": {"time": "2026-11-28T02:40:11+00:00", "unix": 1795830011.2, "host": "node7", "pid": 4242}}
 
-written by the store's writer thread after the chunks it writes (one small JSON write; when
-chunks come faster, once a second at most) and every :data:`HEARTBEAT_S` seconds while the
-run is alive.
+written by the store's writer thread after the chunks it writes (one small JSON write each
+time its queue drains, and at least once a second while chunks keep coming) and every
+:data:`HEARTBEAT_S` seconds while the run is alive.
 """
 
 from __future__ import annotations

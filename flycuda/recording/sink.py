@@ -60,6 +60,7 @@ def open_sink(target: Target, recorder, facts: dict, worlds: int, device) -> Sin
     if target.rows_written is not None:  # resumed: the store must be the one this run writes
         W = target.worlds_total or worlds
         zstore.check_layout(group, recorder.array_specs(W, target.world_chunk or W))
+        zstore.mark(group, complete=False, status="running")  # live again: a second --resume is refused
     writer = zstore.Writer(group, device=device, progress=target.world_offset == 0,  # torchrun: rank 0 reports
                            rows=target.rows_written)
     recorder.attach(writer, target.world_offset)

@@ -87,7 +87,8 @@ def replay(settings: ReplaySettings | None = None, *, sim: Sim | None = None, re
     store = snapshot.store_path(checked.target)
     fp = snapshot.fingerprint(s, ws, steps, offs)
     resumed = snapshot.resume_from(s.resume, fp, checked.target) if s.resume else None
-    snaps = [snapshot.Snapshots(snapshot.snapshot_dir(store), fp, recording)] if store and s.snapshots else []
+    snaps = [snapshot.Snapshots(snapshot.snapshot_dir(store), fp, recording, s.snapshot_seconds)] \
+        if store and s.snapshots else []
     options = LoopOptions(steps, s.steps_per_graph, s.graph, int(round(ws.warmup / ws.sim.timestep)), s.keep_state,
                           s.progress, s.profile, t_start, desc=f"replay {ws.sim.nworld} worlds",
                           resume=resumed.state if resumed else None)

@@ -294,7 +294,8 @@ def replay_share(s: ReplaySettings, o: Outputs, device: str, worlds: int, share:
         s, motion=motion, worlds=n, duration=s.duration if s.duration is not None or share is None else s.snippet,
         snippet=s.snippet if share is None else None, offsets=offsets,
         interp=ws.interp, warmup=ws.warmup, observe=_observe(s, o, ws), record=target, render_every=render_every,
-        profile=s.profile if primary else None, progress=s.progress and primary)
+        profile=s.profile if primary else None, progress=s.progress and primary,
+        preemptible=s.preemptible and share is None)  # torchrun: a rank's stop is the job's failure
     res = replay(settings, sim=sim, renderer=renderer, frame_writer=writer, act_ids=ws.act_ids)
     res.model = ws.model or "custom"
     res.motion = ws.motion_name

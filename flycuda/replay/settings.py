@@ -78,8 +78,10 @@ class ReplaySettings:
         resume: a ``.zarr`` store of an interrupted or preempted run with these same settings:
             the run goes on from its latest snapshot (:mod:`flycuda.replay.snapshot`) into it,
             bit for bit as if it had never stopped (``record`` is then that store, or None).
-        snapshots: with a ``.zarr`` path, write a snapshot beside the store with every chunk
-            of joint angles (``STORE.resume/``, the latest two; removed when the run completes).
+        snapshots: with a ``.zarr`` path, write a snapshot beside the store with a chunk of joint
+            angles (``STORE.resume/``, the latest two; removed when the run completes).
+        snapshot_seconds: at most one snapshot per this many seconds of the run (the first
+            chunk always takes one, and so does a preemption); 0: one with every chunk.
         preemptible: SIGTERM and SIGINT end the run after the launch in flight: the store
             flushed, a snapshot taken, the store marked ``preempted at step N``, then
             :class:`flycuda.sim.preempt.Preempted` raised (exit status 143 / 130 on the CLI).
@@ -113,6 +115,7 @@ class ReplaySettings:
     resume: str | None = None
     snapshots: bool = True
     preemptible: bool = True
+    snapshot_seconds: float = 60.0
 
     @classmethod
     def of(cls, settings: "ReplaySettings | None" = None, **options) -> "ReplaySettings":

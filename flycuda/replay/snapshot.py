@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import io
 import json
+import math
 import os
 import shutil
+import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -84,9 +88,12 @@ def write_snapshot(folder: str, meta: dict, state: dict, keep: int = KEEP) -> st
     newest; returns the file's path."""
     os.makedirs(folder, exist_ok=True)
     stem = os.path.join(folder, f"step-{int(meta['step']):012d}")
-    _write_atomic(stem + ".pt", lambda f: torch.save({"meta": meta, "state": state}, f))
-    marker = {"format": FORMAT, "step": int(meta["step"]), "bytes": os.path.getsize(stem + ".pt"),
-              "sha256": _sha256(stem + ".pt")}
+    buf = io.BytesIO()
+    torch.save({"meta": meta, "state": state}, buf)
+    data = buf.getvalue()  # hashed as written, not read back
+    _write_atomic(stem + ".pt", lambda f: f.write(data))
+    marker = {"format": FORMAT, "step": int(meta["step"]), "bytes": len(data),
+              "sha256": hashlib.sha256(data).hexdigest()}
     _write_atomic(stem + ".json", lambda f: f.write(json.dumps(marker).encode()))
     _prune(folder, keep)
     return stem + ".pt"
@@ -198,7 +205,20 @@ def fingerprint(settings, ws, steps: int, offsets: torch.Tensor) -> dict:
             "observe": sorted(str(o) for o in (settings.observe if not isinstance(settings.observe, str)
                                                  else [settings.observe])),
             "record_every": settings.record_every, "chunk_bytes": settings.chunk_bytes,
-            "keep_state": settings.keep_state, "nconmax": settings.nconmax, "njmax": settings.njmax}
+            "keep_state": settings.keep_state, "nconmax": settings.nconmax, "njmax": settings.njmax,
+            "connectome_checkpoint": str(settings.connectome_checkpoint), "warp": v.get("warp-lang"),
+            "gpu": torch.cuda.get_device_name(ws.sim.device) if ws.sim.device.type == "cuda" else None,
+            "mjmodel_sha256": _model_sha(ws.sim.mjm)}
+
+
+def _model_sha(mjm) -> str:
+    """SHA-256 of a compiled MjModel (its binary form: every field)."""
+    import mujoco  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    buf = np.zeros(mujoco.mj_sizeModel(mjm), np.uint8)
+    mujoco.mj_saveModel(mjm, None, buf)
+    return hashlib.sha256(buf.tobytes()).hexdigest()
 
 
 def resume_from(store: str, fp: dict, target) -> Snapshot:
@@ -221,8 +241,10 @@ class Snapshots(Stage):
     angles, and when a preemption is asked for; written by the store's writer thread after
     those chunks. ``fingerprint``: the run's facts a snapshot is checked against."""
 
-    def __init__(self, folder: str, fingerprint: dict, recording):
+    def __init__(self, folder: str, fingerprint: dict, recording, min_seconds: float = 0.0):
         self.folder, self.fingerprint, self.recording = folder, fingerprint, recording
+        self.min_seconds, self.last = float(min_seconds), -math.inf
+        self.failures: list = []  # why snapshots could not be written (the run goes on without them)
         self.flushed = -1
         self.taken = 0
         self.bytes = 0
@@ -240,14 +262,16 @@ class Snapshots(Stage):
         return self.recording.recorder.stream("angles")
 
     def after(self, loop, done: int) -> None:
+        """A snapshot when a chunk of angles has gone out (at most one per ``min_seconds``), and
+        always when a preemption is asked for."""
         flushed = self._angles().flushed
-        if (flushed > self.flushed or preempt.requested() is not None) and done > 0:
-            self.flushed = flushed
+        asked = preempt.requested() is not None
+        due = flushed > self.flushed and time.monotonic() - self.last >= self.min_seconds
+        if (due or asked) and done > 0:
+            self.flushed, self.last = flushed, time.monotonic()
             self.take(loop, done)
 
     def take(self, loop, done: int) -> None:
-        import time  # noqa: PLC0415
-
         t0 = time.perf_counter()
         state = loop.state()
         meta = {"format": FORMAT, "step": done, "fingerprint": self.fingerprint,
@@ -258,11 +282,17 @@ class Snapshots(Stage):
         self.recording.sink.writer.job(lambda: self._write(meta, state))
 
     def _write(self, meta: dict, state: dict) -> None:
-        """In the writer thread: the snapshot to disk (timed)."""
-        import time  # noqa: PLC0415
-
+        """In the writer thread: the snapshot to disk (timed). A failure (a full disk) is noted
+        and warned of once; the recording goes on without that snapshot."""
         t0 = time.perf_counter()
-        path = write_snapshot(self.folder, meta, state)
+        try:
+            path = write_snapshot(self.folder, meta, state)
+        except OSError as e:
+            if not self.failures:
+                warnings.warn(f"flycuda replay: cannot write a snapshot into {self.folder} ({e}); the run goes on "
+                              "without it (it resumes from an older one, if any)", RuntimeWarning, stacklevel=2)
+            self.failures.append(str(e))
+            return
         self.write_seconds += time.perf_counter() - t0
         self.file_bytes = os.path.getsize(path)
 

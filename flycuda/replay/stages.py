@@ -180,10 +180,12 @@ class Recording(Stage):
         """The store closed incomplete with ``why``; on a preemption, first the samples taken
         so far (the filling chunks) flushed, and the store marked ``preempted at step N``."""
         if self.recorder is not None and loop.preempted is not None and self.sink is not None and not self.closed:
-            self.recorder.finish(loop.done)
-            name = signal.Signals(loop.preempted.signum).name
-            self.sink.close(ok=False, status=f"preempted at step {loop.done} ({name})")
             self.closed = True
+            try:
+                self.recorder.finish(loop.done)
+            finally:
+                name = signal.Signals(loop.preempted.signum).name
+                self.sink.close(ok=False, status=f"preempted at step {loop.done} ({name})")
         if self.recorder is not None:
             self.recorder.abort()
         if self.sink is not None and not self.closed:  # a stage after this one failed in its finish

@@ -138,7 +138,8 @@ def load_mjmodel(source):
 # Data fields that carry over from one step to the next (the rest a step recomputes);
 # what a snapshot keeps (flycuda.replay.snapshot), held bit for bit by the resume tests.
 CARRIED = ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "time", "mocap_pos", "mocap_quat", "qfrc_applied",
-           "xfrc_applied", "eq_active", "userdata", "history", "tree_asleep", "tree_awake", "body_awake", "overflow")
+           "xfrc_applied", "eq_active", "userdata", "plastic", "history", "tree_asleep", "tree_awake", "body_awake",
+           "overflow")
 
 
 def _has(data, field: str) -> bool:
@@ -314,19 +315,22 @@ class Sim:
         return {f: wp.to_torch(getattr(self.data, f)).cpu().clone() for f in CARRIED if _has(self.data, f)}
 
     def load_carried_state(self, state: dict) -> None:
-        """Sets the fields :meth:`carried_state` returned (same worlds and model), then poses
-        the worlds (kinematics) as the step that left them did."""
+        """Sets the fields :meth:`carried_state` returned (same worlds and model; all checked
+        before any is set), then poses the worlds from them (:meth:`kinematics`: no sensor
+        history advances)."""
         import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use)
 
+        views = {}
         for f, value in state.items():
             if f not in CARRIED or not _has(self.data, f):
                 raise BridgeError(f"the state names data.{f}, which this MuJoCo Warp's Data does not carry")
-            t = wp.to_torch(getattr(self.data, f))
+            t = views[f] = wp.to_torch(getattr(self.data, f))
             if tuple(t.shape) != tuple(value.shape) or t.dtype != value.dtype:
                 raise BridgeError(f"the state's data.{f} is {value.dtype} {tuple(value.shape)}, these worlds' "
                                   f"{t.dtype} {tuple(t.shape)}: another model or number of worlds")
-            t.copy_(value)
-        self.forward()
+        for f, value in state.items():
+            views[f].copy_(value)
+        self.kinematics()
 
     # -- stepping -----------------------------------------------------------------------
     def step(self) -> None:

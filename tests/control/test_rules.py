@@ -37,7 +37,7 @@ def test_the_rule_based_controller_is_flygyms_world_by_world():
     from flygym_demo.complex_terrain.rule_based_controller import RuleBasedController as FlyGymRules
 
     assert PreprogrammedSteps().duration == STEP_DURATION
-    W, steps = 4, 12000
+    W, steps = 3, 6000
     ours = RuleBasedController(W, DT, seed=11)
     theirs = [FlyGymRules(timestep=DT, seed=11 + w) for w in range(W)]
     chosen = 0
@@ -46,12 +46,12 @@ def test_the_rule_based_controller_is_flygyms_world_by_world():
         angles, adhesion = ours.step()
         chosen += int((ours.stepping & ~was).sum())
         _same_as_flygym(ours, theirs, angles, adhesion, step)
-    assert chosen > 100, chosen  # legs chosen by the rules, many times over
-    ours.reset(seed=3, worlds=torch.tensor([True, False, True, False]))  # FlyGym's reset, with and without a seed
+    assert chosen > 40, chosen  # legs chosen by the rules, many times over
+    ours.reset(seed=3, worlds=torch.tensor([True, False, True]))  # FlyGym's reset, with and without a seed
     for w, c in enumerate(theirs):
         c.reset(seed=3 + w if w % 2 == 0 else None)
-    ours.reset(worlds=torch.tensor([False, True, False, True]))
-    for step in range(3000):
+    ours.reset(worlds=torch.tensor([False, True, False]))
+    for step in range(2000):
         angles, adhesion = ours.step()
         _same_as_flygym(ours, theirs, angles, adhesion, steps + step)
 

@@ -1,6 +1,6 @@
-"""NeuroMechFly with its eyes and flyvis's network behind them, killed (SIGKILL mid-chunk) or
-preempted (SIGTERM), resumes into a store equal bit for bit to an uninterrupted run's: the
-eyes' readouts and the network's voltages included (issue 52)."""
+"""NeuroMechFly with its eyes and flyvis's network behind them, killed (SIGKILL mid-chunk),
+resumes into a store equal bit for bit to an uninterrupted run's: the eyes' readouts and the
+network's voltages included; its environment's state_dict too (issue 52)."""
 
 import signal
 
@@ -9,9 +9,9 @@ from helpers.killed import assert_same_store, killed
 
 pytestmark = [pytest.mark.needs_flygym, pytest.mark.needs_flyvis, pytest.mark.needs_warp]
 
-STEPS = 48
+STEPS = 32
 KW = dict(device="cpu", model="neuromechfly", worlds=2, vision="fast:1@8", progress=False,
-          observe=["angles", "qpos@4", "connectome:T4a,Mi1"], chunk_bytes=2 * 42 * 4 * 8)
+          observe=["angles", "qpos@4", "connectome:T4a,Mi1"], chunk_bytes=2 * 42 * 4 * 8, snapshot_seconds=0)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def fly_reference(tmp_path_factory, fly_kw):
     return path
 
 
-@pytest.mark.parametrize("sig,n", [("KILL", 21), ("TERM", 29)])
+@pytest.mark.parametrize("sig,n", [("KILL", 21)])  # the hexapod's tests cover the other points and SIGTERM
 def test_the_fly_with_eyes_resumes_bit_for_bit(tmp_path, fly_kw, fly_reference, sig, n):
     from flycuda.recording.runs import open_run
     from flycuda.replay import replay

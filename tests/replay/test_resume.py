@@ -18,7 +18,7 @@ pytestmark = pytest.mark.needs_warp
 
 # 3 hexapod worlds, 200 steps; chunks of 16 rows of joint angles: a snapshot every 16 steps
 KW = dict(device="cpu", worlds=3, duration=0.1, observe=["angles", "qpos@5", "qvel@7"], chunk_bytes=3 * 42 * 4 * 16,
-          progress=False)
+          progress=False, snapshot_seconds=0)
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,7 @@ def test_the_cli_stops_on_sigterm_with_143_and_resumes_from_its_own_command(tmp_
     same command run through without a stop."""
     from flycuda.cli import main
 
-    args = ["--device", "cpu", "--worlds", "2", "--duration", "0.3", "--observe", "qvel@5", "--no-progress"]
+    args = ["--device", "cpu", "--worlds", "2", "--duration", "0.5", "--observe", "qvel@5", "--no-progress"]
     store = tmp_path / "cli.zarr"
     snaps = str(store) + ".resume"
     proc = subprocess.Popen([sys.executable, "-m", "flycuda", "replay", *args, "--record", str(store)],

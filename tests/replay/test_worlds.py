@@ -110,4 +110,4 @@ def test_settings_keep_their_positions():
     their positions."""
     names = [f.name for f in dataclasses.fields(ReplaySettings)]
     assert names[:3] == ["model", "worlds", "duration"] and names.index("motion") == 24
-    assert names[25:] == ["resume", "snapshots", "preemptible"]
+    assert names[25:] == ["resume", "snapshots", "preemptible", "snapshot_seconds"]
