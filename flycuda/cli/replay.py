@@ -102,9 +102,6 @@ def add_parser(sub) -> None:
     r.set_defaults(run=run)
 
 
-_DEFAULTS: dict = {}  # every replay option's default (filled on first use)
-
-
 def _replay_parser() -> argparse.ArgumentParser:
     """A parser of ``replay``'s options alone (``flycuda.cli.main`` holds every subcommand's)."""
     p = argparse.ArgumentParser(prog="flycuda")
@@ -112,17 +109,12 @@ def _replay_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _defaults() -> dict:
-    if not _DEFAULTS:
-        _DEFAULTS.update(vars(_replay_parser().parse_args(["replay"])))
-    return _DEFAULTS
-
-
 def resumed_args(args):
     """``--resume STORE``: the options the store's run was started with (its ``command``),
     with ``--resume`` and this command's ``--no-progress``; no other option may be given."""
+    defaults = vars(_replay_parser().parse_args(["replay"]))
     given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
-             if k not in ("resume", "no_progress", "run", "command") and v != _defaults().get(k)]
+             if k not in ("resume", "no_progress", "run", "command") and v != defaults.get(k)]
     if given:
         raise ReplayError(f"--resume takes the settings the store was recorded with; drop {', '.join(given)}")
     try:

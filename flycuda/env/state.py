@@ -29,7 +29,7 @@ import torch
 
 from ..errors import EnvError
 
-__all__ = ["FORMAT", "CONSTANT", "STATE_SCALARS", "device_name", "env_state", "load_env_state", "walk", "check_walked", "load_walked", "fingerprint"]
+__all__ = ["FORMAT", "CONSTANT", "STATE_SCALARS", "device_name", "env_state", "load_env_state", "walk", "check_walked", "load_walked", "host_copies", "fingerprint"]
 
 FORMAT = "flycuda.env_state/1"
 # attributes holding tables built at construction and never written after (left out)
@@ -77,10 +77,10 @@ def walk(obj, skip=CONSTANT) -> tuple[dict, dict]:
     return tensors, scalars
 
 
-def check_walked(obj, tensors: dict, what: str, skip=CONSTANT) -> dict:
-    """``obj``'s own tensors (:func:`walk`), once they hold the paths, shapes and dtypes of
-    ``tensors`` (one line naming the first difference)."""
-    live, _ = walk(obj, skip)
+def check_walked(obj, tensors: dict, what: str, skip=CONSTANT) -> tuple[dict, dict]:
+    """``obj``'s own tensors and numbers (:func:`walk`), once its tensors hold the paths,
+    shapes and dtypes of ``tensors`` (one line naming the first difference)."""
+    live, live_scalars = walk(obj, skip)
     missing, extra = sorted(set(live) - set(tensors)), sorted(set(tensors) - set(live))
     if missing or extra:
         raise EnvError(f"{what}: the state does not fit: it lacks {missing[:3]} and has {extra[:3]} beyond "
@@ -90,14 +90,13 @@ def check_walked(obj, tensors: dict, what: str, skip=CONSTANT) -> dict:
         if tuple(t.shape) != tuple(value.shape) or t.dtype != value.dtype:
             raise EnvError(f"{what}: the state's {path} is {value.dtype} {tuple(value.shape)}, this "
                            f"environment's {t.dtype} {tuple(t.shape)}")
-    return live
+    return live, live_scalars
 
 
 def load_walked(obj, tensors: dict, scalars: dict, what: str, skip=CONSTANT) -> None:
     """Copies ``tensors`` into ``obj``'s own (in place: captured graphs stay valid) and sets
     ``scalars``, once :func:`check_walked` passes (nothing changes otherwise)."""
-    live = check_walked(obj, tensors, what, skip)
-    _, live_scalars = walk(obj, skip)
+    live, live_scalars = check_walked(obj, tensors, what, skip)
     for path, value in tensors.items():
         live[path].copy_(value)
     for path, value in scalars.items():
@@ -115,7 +114,8 @@ def _set(obj, path: str, value) -> None:
         setattr(obj, name, value)
 
 
-def _host(tensors: dict) -> dict:
+def host_copies(tensors: dict) -> dict:
+    """Detached host copies of ``tensors`` (a dict of them)."""
     return {k: v.detach().cpu().clone() for k, v in tensors.items()}
 
 
@@ -143,7 +143,7 @@ def env_state(env) -> dict:
             torch.cuda.synchronize(env.device)
         tensors, scalars = walk(env)
         return {"format": FORMAT, "fingerprint": fingerprint(env), "sim": env.sim.carried_state(),
-                "tensors": _host(tensors), "scalars": scalars,
+                "tensors": host_copies(tensors), "scalars": scalars,
                 "rng": {name: getattr(env, name).np_random.bit_generator.state
                         for name in ("action_space", "single_action_space")}}
 

@@ -17,7 +17,7 @@ import torch
 from gymnasium.vector import VectorWrapper
 
 from ..errors import EnvError
-from .state import check_walked, load_walked, walk
+from .state import check_walked, host_copies, load_walked, walk
 
 __all__ = ["EpisodeStatistics", "NormalizeObservation", "NormalizeReward", "RescaleAction", "RunningMeanStd", "Stateful"]
 
@@ -49,7 +49,7 @@ class Stateful(VectorWrapper):
     def state_dict(self) -> dict:
         """``{"env": the wrapped environment's state_dict(), "own": this wrapper's tensors}``."""
         tensors, _ = walk(self)
-        return {"env": self.env.state_dict(), "own": {k: v.detach().cpu().clone() for k, v in tensors.items()}}
+        return {"env": self.env.state_dict(), "own": host_copies(tensors)}
 
     def load_state_dict(self, state: dict) -> None:
         """The stack as :meth:`state_dict` found it (checked whole before anything changes)."""

@@ -10,8 +10,8 @@ store, and reading a recording back.
 * :mod:`.sink`: the one way a store is opened and closed (a replay's, a LoopRecorder's);
 * :mod:`.loop_recorder`: :class:`LoopRecorder`, the same for a loop of one's own (a controller, a CPG);
 * :mod:`.plume`: odor plumes on disk (:class:`Plume`, :func:`save_plume`, :func:`load_plume`);
-* :mod:`.progress`: how far a store's run got (rows written, the step they reach, a heartbeat) and
-  :func:`open_run`, which reads its state and the valid prefix of every array.
+* :mod:`.progress`: how far a store's run got (rows written, the step they reach, a heartbeat);
+  :mod:`.runs`: :func:`open_run`, which reads the run's state and the valid prefix of every array.
 """
 
 from ..errors import ObservableError, RecordingError, StoreError

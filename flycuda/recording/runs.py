@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .progress import run_state, valid_step
+from .progress import run_state
 from .reader import Recording
+from .store import progress_of, row_shapes
 
 __all__ = ["Run", "open_run"]
 
@@ -70,12 +71,11 @@ def open_run(path) -> Run:
     rec = Recording.open(path)
     info = rec.info
     progress = info.get("progress") or {}
-    rows = {n: int(rec[n].shape[1]) for n in rec.names}
-    every = {n: rec.every(n) for n in rec.names}
+    shapes = row_shapes(rec.group)
     written = {n: int(progress.get("rows_written", {}).get(n, rec[n].attrs.get("rows_written", 0) or 0))
-               for n in rec.names}
+               for n in shapes}
     if info.get("complete"):
-        written = {n: int(rec[n].attrs.get("rows_written", rows[n]) or rows[n]) for n in rec.names}
+        written = {n: int(rec[n].attrs.get("rows_written", rows) or rows) for n, (rows, _) in shapes.items()}
     beat = dict(progress.get("heartbeat") or {})
-    state = run_state(info, beat)
-    return Run(state, str(info.get("status", "")), valid_step(written, rows, every), written, beat, rec)
+    done = progress_of(shapes, written)
+    return Run(run_state(info, beat), str(info.get("status", "")), done["step"], done["rows_written"], beat, rec)

@@ -38,7 +38,7 @@ import torch
 from ..errors import StoreError
 from .progress import HEARTBEAT_S, heartbeat, valid_step
 
-__all__ = ["StoreError", "ArraySpec", "check_path", "check_layout", "create", "open_store", "close", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
+__all__ = ["StoreError", "ArraySpec", "check_path", "check_layout", "row_shapes", "progress_of", "create", "open_store", "close", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
            "consolidate", "zarr_module"]
 
 FORMAT = "flycuda.recording/1"
@@ -182,6 +182,19 @@ def check_layout(group, arrays: list[ArraySpec]) -> None:
             raise StoreError(f"the store's {a.name} has other columns than this run's")
 
 
+def row_shapes(group) -> dict:
+    """Each recorded array's (samples in all, steps per sample)."""
+    return {n: (int(group[n].shape[1]), int(group[n].attrs.get("every", 1))) for n in data_arrays(group)}
+
+
+def progress_of(shapes: dict, rows_written: dict) -> dict:
+    """``rows_written`` per array (of :func:`row_shapes`' ``shapes``) and the step they reach
+    (:func:`flycuda.recording.progress.valid_step`)."""
+    rows = {n: int(rows_written.get(n, 0)) for n in shapes}
+    return {"rows_written": rows, "step": valid_step(rows, {n: r for n, (r, _) in shapes.items()},
+                                                     {n: e for n, (_, e) in shapes.items()})}
+
+
 def data_arrays(group) -> list[str]:
     """The recorded arrays of a store ([world, time, column]), without the coordinates."""
     return sorted(k for k, a in group.arrays() if a.ndim == 3)
@@ -231,10 +244,7 @@ def mark(group, *, complete: bool, status: str, rows_written: dict | None = None
     info = dict(group.attrs["flycuda"])
     info.update(extra, complete=bool(complete), status=status)
     if rows_written:
-        shape = {n: (int(group[n].shape[1]), int(group[n].attrs.get("every", 1))) for n in data_arrays(group)}
-        rows = {n: int(rows_written.get(n, 0)) for n in shape}
-        info["progress"] = {**info.get("progress", {}), "rows_written": rows, "step": valid_step(
-            rows, {n: r for n, (r, _) in shape.items()}, {n: e for n, (_, e) in shape.items()})}
+        info["progress"] = {**info.get("progress", {}), **progress_of(row_shapes(group), rows_written)}
     group.attrs["flycuda"] = info
     consolidate(group)
 
@@ -260,8 +270,7 @@ class Writer:
         if self.device is not None and self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())  # the caller's, resolved here
         self.rows: dict[str, int] = {name: int((rows or {}).get(name, 0)) for name in data_arrays(group)}
-        self._shape = {name: (int(group[name].shape[1]), int(group[name].attrs.get("every", 1)))
-                       for name in self.rows}
+        self._shapes = row_shapes(group)
         self.progress, self.progress_writes, self.progress_seconds = progress, 0, 0.0
         self._last_progress = 0.0
         self._queue: queue.Queue = queue.Queue(max_queued)
@@ -324,11 +333,8 @@ class Writer:
             return
         t0 = time.perf_counter()
         try:
-            rows = {n: r for n, (r, _) in self._shape.items()}
-            every = {n: e for n, (_, e) in self._shape.items()}
             info = dict(self.group.attrs["flycuda"])
-            info["progress"] = {"rows_written": dict(self.rows), "step": valid_step(self.rows, rows, every),
-                                "heartbeat": heartbeat()}
+            info["progress"] = {**progress_of(self._shapes, self.rows), "heartbeat": heartbeat()}
             self.group.attrs["flycuda"] = info
             consolidate(self.group)  # zarr drops the consolidated metadata on any attrs write
             self.progress_writes += 1

@@ -1,7 +1,7 @@
 """Snapshots of a replay, and resuming one from them bit for bit.
 
-A replay that records into a ``.zarr`` path writes, with every chunk of joint angles that
-ends at a step and when it is preempted, a snapshot of everything the next step depends on
+A replay that records into a ``.zarr`` path writes, with a chunk of joint angles that ends at
+a step (the first, then at most one per ``snapshot_seconds``) and when it is preempted, a snapshot of everything the next step depends on
 (:meth:`flycuda.sim.stepper.Loop.state`: MuJoCo Warp's carried Data fields, the device step
 counter, the recorder's filling ring slots and tracking sums) into ``STORE.resume/``, beside
 the store::

@@ -25,11 +25,11 @@ class Preempted(BaseException):
     """A run stopped on a signal after writing what it must (a :class:`BaseException`, as
     KeyboardInterrupt: ``except Exception`` does not swallow it)."""
 
-    def __init__(self, signum: int, step: int, what: str = ""):
+    def __init__(self, signum: int, step: int):
         self.signum, self.step = int(signum), int(step)
         self.store: str | None = None  # the store to resume, where the run had one
         name = signal.Signals(self.signum).name
-        super().__init__(f"{name} at step {self.step:,}" + (f": {what}" if what else ""))
+        super().__init__(f"{name} at step {self.step:,}")
 
     @property
     def exit_code(self) -> int:
