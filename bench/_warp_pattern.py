@@ -44,8 +44,11 @@ def update_target_angles_kernel(dof_angles_all_worlds_gpu: wp.array3d(dtype=wp.f
 def make_flygym_step(setup, buffer):
     """FlyGym's tutorial step without the physics: targets from ``buffer`` [W, n, D] at the
     device counter, ``set_actuator_inputs``, counter + 1 (wrapping at n)."""
-    from flygym.compose import ActuatorType
-
+    try:
+        from flygym.compose import ActuatorType
+        position = ActuatorType.POSITION
+    except ImportError:  # a frozen NeuroMechFly (flycuda.flygym.frozen): its GPUSimulation transcribed
+        position = "position"
     device = setup.sim.wp_device
     counter = wp.zeros(1, dtype=wp.int32, device=device)
     W, n, D = buffer.shape
@@ -54,7 +57,7 @@ def make_flygym_step(setup, buffer):
     def step():
         wp.launch(update_target_angles_kernel, dim=(W, D), inputs=[buffer, counter], outputs=[targets],
                   device=device)
-        setup.gpu_sim.set_actuator_inputs(setup.fly.name, ActuatorType.POSITION, targets)
+        setup.gpu_sim.set_actuator_inputs(setup.fly.name, position, targets)
         wp.launch(increment, dim=1, inputs=[counter, n], device=device)
 
     return step

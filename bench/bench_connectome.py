@@ -3,12 +3,12 @@
 edge's source, scatter_add_ by target), on the same parameters, interleaved round by round in one
 run on the CPU; each side's peak memory measured in a process of its own (resident set growth
 over the steps, after the set-up), and again after three times the steps (nothing may grow with
-duration). On CUDA (no flyvis there): flycuda's network alone at --gpu-flies flies, its step
-captured in a graph at 500 Hz (FlyGym 1.x's vision_refresh_rate), flies x network steps/s and the
-device memory.
+duration). On CUDA (no flyvis there): flycuda's network at --gpu-flies flies, its step captured in
+a graph at 500 Hz (FlyGym 1.x's vision_refresh_rate), against torch's CSR SpMM (cuSPARSE) plus the
+Euler step elementwise, also in a graph, interleaved; flies x network steps/s and the device memory.
 
     python bench/bench_connectome.py [--flies 1 4 16 64] [--steps 5] [--repeats 3]
-                                     [--connectome PATH.json] [--gpu-flies 4096] [--no-results]
+                                     [--connectome PATH.json] [--gpu-flies 1024 4096] [--no-results]
 
 Needs flyvis for the CPU rows (the FlyGym lane: requirements-flyvis.txt); flycuda never imports it.
 """
@@ -154,8 +154,32 @@ def cpu_rows(flies_list, steps: int, repeats: int, root: str) -> list[list]:
     return rows
 
 
-def gpu_rows(flies: int, connectome_path: str | None, steps: int, repeats: int) -> list[list]:
-    """flycuda's network alone on CUDA at 500 Hz, its step captured in a graph; parameters of
+def spmm_step(net: ConnectomeNetwork, stimulus: torch.Tensor):
+    """What a user would otherwise write: torch's CSR SpMM (cuSPARSE on CUDA) of the weights and
+    the relu'd voltages, node-major [N, B], then flyvis's Euler step elementwise; the same tables
+    as ``net``'s. Returns the step function (its two voltage buffers take turns)."""
+    N, B = net.connectome.num_nodes, net.batch
+    A = torch.sparse_csr_tensor(net.rowptr.long(), net.src.long(), net.weight, size=(N, N), check_invariants=False)
+    inv = (1 / torch.clamp(net.tau, min=net.dt)).unsqueeze(1)
+    bias, reps = net.bias.unsqueeze(1), net.input_nodes // net.columns
+    v = [net.voltages.t().contiguous(), torch.empty(N, B, device=net.device)]
+    x = torch.zeros(N, B, device=net.device)
+    turn = [0]
+
+    def step():
+        now, nxt = v[turn[0]], v[1 - turn[0]]
+        x[:net.input_nodes] = stimulus.t().repeat(reps, 1)
+        s = torch.sparse.mm(A, torch.relu(now))
+        torch.add(now, inv * (((bias - now) + s) + x) * net.dt, out=nxt)
+        turn[0] ^= 1
+
+    step.voltages = lambda: v[turn[0]].t()  # [B, N], as net.voltages (for a check)
+    return step
+
+
+def gpu_rows(flies_list, connectome_path: str | None, steps: int, repeats: int) -> list[list]:
+    """flycuda's network on CUDA at 500 Hz, its step captured in a graph, against torch's CSR
+    SpMM pipeline (:func:`spmm_step`, also captured), interleaved round by round; parameters of
     the connectome's shapes (flyvis's initial values need flyvis: any values time the same)."""
     from _timing import time_steps  # noqa: PLC0415
 
@@ -163,13 +187,25 @@ def gpu_rows(flies: int, connectome_path: str | None, steps: int, repeats: int) 
     g = torch.Generator().manual_seed(0)
     params = {k: torch.rand(shape, generator=g) * 0.05 + 0.01 for k, shape in c.parameter_shapes().items()}
     params["edges_sign"] = torch.where(torch.rand(params["edges_sign"].shape, generator=g) > 0.5, 1.0, -1.0)
-    torch.cuda.reset_peak_memory_stats()
-    net = ConnectomeNetwork(c, params, 2 * flies, dt=1 / 500, device="cuda")
-    x = torch.rand(2 * flies, 721, device="cuda")
-    us = time_steps(lambda: net.step(x), steps, "cuda", repeats)
-    mib = torch.cuda.max_memory_allocated() / 2**20
-    return [[flies, 2 * flies, "flycuda, graph replay (CUDA)", f"{us / 1e3:.2f}", f"{flies / (us * 1e-6):.0f}",
-             f"{mib:.0f} (device)", "-", "-", "-"]]
+    rows = []
+    for flies in flies_list:
+        torch.cuda.reset_peak_memory_stats()
+        net = ConnectomeNetwork(c, params, 2 * flies, dt=1 / 500, device="cuda")
+        x = torch.rand(2 * flies, net.columns, device="cuda")
+        mib = torch.cuda.max_memory_allocated() / 2**20
+        cases = {"flycuda, graph replay (CUDA)": lambda net=net, x=x: net.step(x),
+                 "torch CSR SpMM + Euler, graph replay": spmm_step(net, x)}
+        times = {k: [] for k in cases}
+        for _ in range(repeats):  # interleaved: one run of each per round
+            for k, fn in cases.items():
+                times[k].append(time_steps(fn, steps, "cuda", 1))
+        med = {k: statistics.median(t) for k, t in times.items()}
+        ours = med["flycuda, graph replay (CUDA)"]
+        for k, us in med.items():
+            rows.append([flies, 2 * flies, k, f"{us / 1e3:.3f}", f"{flies / (us * 1e-6):.0f}",
+                         f"{mib:.0f} (device)" if k.startswith("flycuda") else "-", "-",
+                         f"{us / ours:.2f}x" if k != "flycuda, graph replay (CUDA)" else "1", "-"])
+    return rows
 
 
 def main(argv=None) -> None:
@@ -178,7 +214,7 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--connectome", default=None, help="flyvis's connectome file (default: the installed flyvis's)")
-    ap.add_argument("--gpu-flies", type=int, default=4096)
+    ap.add_argument("--gpu-flies", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--no-results", action="store_true")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -188,7 +224,7 @@ def main(argv=None) -> None:
     root = tempfile.mkdtemp(prefix="flyvis_root_")
     rows = gpu_rows(a.gpu_flies, a.connectome, 50, a.repeats) if cuda else cpu_rows(a.flies, a.steps, a.repeats, root)
     header = ["flies", "eyes", "network", "ms per step", "flies x steps/s", "peak MiB", "peak MiB (4x steps)",
-              "speed vs flyvis", "memory vs flyvis"]
+              "speed vs flyvis (CUDA: its time / flycuda's)", "memory vs flyvis"]
     table = format_table(header, rows)
     print(table)
     if not a.no_results:

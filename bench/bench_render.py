@@ -124,8 +124,8 @@ def main(argv=None):
 
     scenes = [args.scene] if args.scene else args.scenes or (
         ["fly", "fly-mesh"] + (["neuromechfly"] if fg.available() else []))
-    if any(s.startswith("neuromechfly") for s in scenes):
-        fg.require()  # one clear line when FlyGym is missing
+    if any(not fg.can_build(s) for s in scenes if s.startswith("neuromechfly")):
+        fg.require()  # one clear line when FlyGym is missing (and nothing is frozen: flycuda.flygym.frozen)
     worlds = args.worlds or ([8, 100, 1000] if args.device == "cuda" else [4, 8])
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES
     frames = args.frames or (50 if args.device == "cuda" else 5)

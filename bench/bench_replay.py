@@ -170,7 +170,8 @@ def memory_rows(models):
             if clip_bytes is None:
                 from flycuda import flygym as fg
 
-                clip_bytes = fg.spotlight(fg.neuromechfly()[0]).spline().numel() * 8
+                fly = fg.neuromechfly()[0] if fg.available() else fg.Setup(model, 1).fly  # or frozen
+                clip_bytes = fg.spotlight(fly).spline().numel() * 8
             ours_fixed, kind = clip_bytes, "spline_to_ctrl: float64 [1, 660, 4, 42]"
         for W in (1000, 8192):
             expanded = W * int(round(2.0 / 1e-4)) * 42 * 4
@@ -195,8 +196,8 @@ def main(argv=None):
     from flycuda import flygym as fg
 
     models = args.models or (MODELS if fg.available() else ["hexapod"])
-    if any(m != "hexapod" for m in models):
-        fg.require()  # one clear line when FlyGym is missing
+    if any(not fg.can_build(m) for m in models if m != "hexapod"):
+        fg.require()  # one clear line when FlyGym is missing (and nothing is frozen: flycuda.flygym.frozen)
     worlds = args.worlds or ([100, 1000, 4096] if args.device == "cuda" else [4])
     steps = args.steps or (1000 if args.device == "cuda" else 200)
     rows = []

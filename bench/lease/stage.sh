@@ -4,7 +4,9 @@
 #               device call: the carry limit is 64 MiB a call with the working tree): the small wheels
 #               first (MuJoCo, zarr, gymnasium...: the first call installs them from p1 alone), Warp's
 #               150 MB wheel last (the third call completes it);
-#   so          flycuda's extension as built here (xz), its build record, and the call scripts.
+#   so          flycuda's extension as built here (xz), its build record, and the call scripts;
+#   nmf         NeuroMechFly frozen (flycuda.flygym.frozen: its worlds, clip and retina; about 7 MiB);
+#   terrain     FlyGym's terrains' worlds (bench_terrain --export).
 # Run from the repository root after `bash run.sh build` (with CUDA_HOME and TORCH_CUDA_ARCH_LIST=9.0+PTX).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -29,7 +31,8 @@ xz -T2 -6 -c flycuda/_C.abi3.so > .devstage/so/_C.abi3.so.xz
 cp flycuda/_build_info.json bench/lease/*.sh .devstage/so/
 conn="$(ls .venv-flygym/lib/python3.*/site-packages/flyvis/connectome/fib25-fib19_v2.2.json 2>/dev/null | head -n1)"
 [ -z "$conn" ] || cp "$conn" .devstage/so/  # flyvis's connectome file for bench_connectome (no flyvis there)
-if [ -x .venv-flygym/bin/python ]; then  # NeuroMechFly's terrain worlds for bench_terrain (README.md)
+if [ -x .venv-flygym/bin/python ]; then  # NeuroMechFly frozen (issue 53's nmf steps), its terrains (bench_terrain)
+  .venv-flygym/bin/python -W ignore -m flycuda.flygym.freeze .devstage/nmf
   PYTHONPATH=. .venv-flygym/bin/python bench/bench_terrain.py --export .devstage/terrain
 fi
 du -sh .devstage/*

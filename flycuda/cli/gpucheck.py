@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
                         "benchmark, a 5-iteration PPO curve")
     c.add_argument("--only", default=None, metavar="GROUPS", type=_groups,
                    help=f"comma-separated groups to run alone, of: {','.join(GROUPS)} (default: all)")
+    c.add_argument("--dry-run", action="store_true",
+                   help="list the steps (with --only: those), their commands and what would be skipped, and "
+                        "run none (no GPU needed)")
     c.set_defaults(run=run)
 
 
@@ -41,4 +44,4 @@ def _groups(text: str) -> list[str]:
 
 def run(args) -> int:
     """Runs the self-check."""
-    return gpucheck.main(args.out, args.results, quick=args.quick, only=args.only)
+    return gpucheck.main(args.out, args.results, quick=args.quick, only=args.only, dry=args.dry_run)

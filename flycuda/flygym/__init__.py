@@ -18,6 +18,9 @@ CPU when there is no GPU), or both at once, wrapped: :class:`Setup`.
 * :mod:`.senses`: the hybrid walking controllers' sensory inputs of every world, on the device
   (:class:`HybridSenses`: FlyGym's ``HybridControllerObservation.from_sim``, batched);
 * :mod:`.terrain`: FlyGym's terrains (:data:`TERRAINS`) as MuJoCo Warp runs them;
+* :mod:`.frozen` and :mod:`.freeze`: NeuroMechFly's worlds, clip and retina written where FlyGym
+  is (``python -m flycuda.flygym.freeze DIR``), built where it cannot be installed
+  (``$FLYCUDA_NEUROMECHFLY``; a GPU lease);
 * :mod:`.olfaction`: FlyGym 1.x's four odor sensors (palps and antennae) on 2.x's NeuroMechFly.
 
 FlyGym 2.x needs Python >= 3.12; everything here raises :class:`FlyGymError` (one line)
@@ -27,6 +30,7 @@ and :mod:`flycuda.recording`; importing it imports neither FlyGym nor Warp.
 """
 
 from ..errors import FlyGymError
+from . import frozen
 from .bridge import (
                      MIN_PYTHON,
                      MODELS,
@@ -34,6 +38,7 @@ from .bridge import (
                      Setup,
                      actuator_ids,
                      available,
+                     can_build,
                      dof_names,
                      gpu_simulation,
                      neuromechfly,
@@ -48,7 +53,7 @@ from .spotlight import SPOTLIGHT_FPS, flygym_targets, spotlight, tutorial_buffer
 from .terrain import TERRAINS
 from .trajectories import from_trajectories, to_trajectories
 
-__all__ = ["FlyGymError", "available", "require", "neuromechfly", "gpu_simulation", "wrap", "dof_names",
+__all__ = ["FlyGymError", "available", "can_build", "frozen", "require", "neuromechfly", "gpu_simulation", "wrap", "dof_names",
            "actuator_ids", "position_dofs", "spotlight", "flygym_targets", "tutorial_buffer", "tutorial_offsets",
            "Setup", "FlyGymEyes", "MODELS", "SPOTLIGHT_FPS", "TIMESTEP", "MIN_PYTHON", "to_trajectories",
            "from_trajectories", "HybridSenses", "TERRAINS", "ODOR_SENSORS", "add_odor_sensors",

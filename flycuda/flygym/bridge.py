@@ -12,8 +12,9 @@ import torch
 
 from ..errors import FlyGymError
 from ..sim.mjwarp import Sim, import_warp, warp_device_for
+from . import frozen
 
-__all__ = ["require", "available", "neuromechfly", "gpu_simulation", "wrap", "dof_names", "actuator_ids",
+__all__ = ["require", "available", "can_build", "neuromechfly", "gpu_simulation", "wrap", "dof_names", "actuator_ids",
            "position_dofs", "Setup", "MODELS", "TIMESTEP", "MIN_PYTHON"]
 
 MIN_PYTHON = (3, 12)
@@ -47,6 +48,13 @@ def available() -> bool:
     except FlyGymError:
         return False
     return True
+
+
+def can_build(name: str = "neuromechfly", vision: bool = False, terrain: str = "flat",
+              locomotion: bool = False) -> bool:
+    """Whether :class:`Setup` can build this NeuroMechFly here: FlyGym is installed, or the
+    variant is frozen in ``$FLYCUDA_NEUROMECHFLY`` (:mod:`flycuda.flygym.frozen`)."""
+    return available() or frozen.frozen(name, vision, terrain, locomotion) is not None
 
 
 def neuromechfly(*, simplify_geom: bool = False, position_gain: float = 50.0,
@@ -177,12 +185,20 @@ class Setup:
     (FlyGym's GPUSimulation), ``fly``, ``world`` (FlyGym's), ``camera`` (name), ``act_ids`` [42]; ``vision``:
     the fly with FlyGym's eye cameras (``add_vision``), for :mod:`flycuda.vision`; ``decorate``: a
     callable given the world's ``mujoco.MjSpec`` before it is compiled (to add objects);
-    ``terrain`` and ``locomotion``: FlyGym's world and fly (:func:`neuromechfly`)."""
+    ``terrain`` and ``locomotion``: FlyGym's world and fly (:func:`neuromechfly`).
+
+    Where FlyGym cannot be imported, the variant frozen in ``$FLYCUDA_NEUROMECHFLY``
+    (:mod:`flycuda.flygym.frozen`) is built instead: ``fly`` is then a
+    :class:`~flycuda.flygym.frozen.FrozenFly`, ``gpu_sim`` a
+    :class:`~flycuda.flygym.frozen.FrozenSimulation` and ``world`` None."""
 
     def __init__(self, name: str, worlds: int, device=None, timestep: float = TIMESTEP, vision: bool = False,
                  decorate=None, terrain: str = "flat", locomotion: bool = False):
         if name not in MODELS:
             raise FlyGymError(f"unknown FlyGym model {name!r}; choose from {', '.join(MODELS)}")
+        if not available():  # no FlyGym here: its worlds as written where it is (flycuda.flygym.frozen)
+            frozen.thaw(self, frozen.require(name, vision, terrain, locomotion), worlds, device, timestep, decorate)
+            return
         self.fly, self.world, cam = neuromechfly(simplify_geom=MODELS[name], vision=vision, terrain=terrain,
                                                  locomotion=locomotion)
         world = self.world

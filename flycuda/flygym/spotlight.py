@@ -8,9 +8,10 @@ import torch
 
 from ..errors import FlyGymError
 from ..sim.motion import Motion
-from .bridge import TIMESTEP, position_dofs, require
+from . import frozen
+from .bridge import TIMESTEP, available, position_dofs, require
 
-__all__ = ["spotlight", "flygym_targets", "tutorial_buffer", "tutorial_offsets", "SPOTLIGHT_FPS"]
+__all__ = ["spotlight", "flygym_targets", "tutorial_buffer", "tutorial_offsets", "clip_frames", "SPOTLIGHT_FPS"]
 
 SPOTLIGHT_FPS = 330.0
 """The bundled Spotlight clip's frame rate (checked against the file)."""
@@ -48,6 +49,8 @@ def spotlight(fly, *, sgfilter_window_sec: float = 0.03, sgfilter_polyorder: int
     (``replay(interp="cubic")`` / :func:`flycuda.spline_to_ctrl`) from
     ``motion.angles64``, the float64 frames kept for it.
     """
+    if isinstance(fly, frozen.FrozenFly):  # no FlyGym here: the clip as FlyGym preprocessed it
+        return fly.motion
     from scipy.signal import savgol_filter  # noqa: PLC0415  (lazy: scipy comes with FlyGym)
 
     snip = _spotlight_snippet()
@@ -66,7 +69,12 @@ def spotlight(fly, *, sgfilter_window_sec: float = 0.03, sgfilter_polyorder: int
 def flygym_targets(fly, timestep: float = TIMESTEP) -> np.ndarray:
     """FlyGym's own targets: ``MotionSnippet().get_joint_angles(timestep, order)``, the
     clip resampled to every simulation step (float64 [steps, D]); what its tutorial
-    expands into the [W, steps, D] float32 buffer. For tests and benchmarks."""
+    expands into the [W, steps, D] float32 buffer (a frozen fly's: those, float32). For tests and
+    benchmarks."""
+    if isinstance(fly, frozen.FrozenFly):
+        if timestep != fly.timestep:
+            raise FlyGymError(f"the frozen fly's targets are resampled at {fly.timestep} s, not {timestep} s")
+        return fly.targets
     return _spotlight_snippet().get_joint_angles(timestep, position_dofs(fly))
 
 
@@ -87,10 +95,15 @@ def tutorial_buffer(fly, n_worlds: int, sim_steps: int, timestep: float = TIMEST
     return buf
 
 
+def clip_frames() -> int:
+    """The Spotlight clip's frames (FlyGym's file; without FlyGym, the frozen clip's)."""
+    return int(_spotlight_snippet().joint_angles.shape[0]) if available() else frozen.clip_frames()
+
+
 def tutorial_offsets(n_worlds: int, sim_steps: int, timestep: float = TIMESTEP) -> torch.Tensor:
     """Start frames (float64 [n_worlds], at the clip's 330 Hz) of the same per-world snippets
     as :func:`tutorial_buffer`, for ``spline_to_ctrl``/``replay(offsets=...)``."""
-    n_frames = _spotlight_snippet().joint_angles.shape[0]
+    n_frames = clip_frames()
     n_total = len(np.arange(0, n_frames / SPOTLIGHT_FPS, timestep))  # FlyGym's output time grid
     parts = n_total // sim_steps
     if parts < 1:

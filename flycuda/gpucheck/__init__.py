@@ -36,20 +36,15 @@ lease and ``--only GROUPS`` runs some groups of steps alone (a lease split over 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import dataclasses
 import datetime
 import importlib.util
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import time
 
 import torch
 
@@ -58,6 +53,8 @@ import flycuda
 from .._buildcfg import cuda_version, find_cuda_home
 from ..driver import driver_cuda
 from ..errors import installed
+from . import lease
+from .steps import GRACE_S, Outcome, Step, judge, log_name, run_step, run_with_grace  # noqa: F401  (re-exported)
 
 HERE = os.path.dirname(os.path.abspath(__file__))   # flycuda/gpucheck
 ROOT = os.path.dirname(os.path.dirname(HERE))       # the checkout (when run from one)
@@ -75,10 +72,9 @@ SANITIZER_TOOLS = {"memcheck": ("oob", "Invalid __global__ write"),
                    "synccheck": ("badmask", "Barrier error"),
                    "initcheck": ("uninit", "Uninitialized __global__ memory read")}
 # What ``--only`` takes: each step belongs to one group.
-GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "control", "ppo", "vision", "terrain")
+GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "control", "ppo", "vision", "terrain") + lease.GROUPS
 TERRAIN_MODELS = os.path.join(".devstage", "terrain")
 """Where a checkout keeps the terrains' worlds for bench_terrain without FlyGym (its ``--export``)."""
-GRACE_S = 20.0   # a step past its limit: seconds between SIGINT (pytest's summary) and SIGKILL
 HANG_S = 120     # with xdist: a test still running after this long ends its worker (named, with its stack)
 QUICK_SAMPLE = 16  # --quick: the sanitizers run every 16th case of each op test function
 NEEDS_CHECKOUT = "needs a flycuda checkout (tests/ and bench/ are not installed with the package)"
@@ -89,30 +85,6 @@ def checkout_root(root: str = ROOT) -> str | None:
     to the package), else None (an installed package)."""
     ok = all(os.path.isdir(os.path.join(root, d)) for d in ("tests", "bench"))
     return root if ok else None
-
-
-@dataclasses.dataclass
-class Step:
-    """One check: a command, or a reason it cannot run here (``skip``)."""
-
-    name: str
-    argv: list[str]
-    timeout: float = 1800.0
-    skip: str = ""
-    env: dict = dataclasses.field(default_factory=dict)  # added to the environment
-    expect_report: str = ""  # the step passes only if it fails with this in its output
-    pytest: bool = False     # a pytest run: passes only if some test passed
-    cwd: str | None = None   # default: the checkout (or the current folder)
-    group: str = ""          # what --only picks it by (GROUPS)
-
-
-@dataclasses.dataclass
-class Outcome:
-    name: str
-    status: str          # "pass", "fail" or "skip"
-    seconds: float
-    summary: str         # the last meaningful line of its output, or why it was skipped
-    output: str = ""     # the tail of its output
 
 
 def environment() -> dict:
@@ -258,6 +230,7 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
                         no_terrain="" if have_flygym or staged else
                         f"FlyGym is not installed and no terrain worlds are staged in {TERRAIN_MODELS} (where FlyGym "
                         f"is: python bench/bench_terrain.py --export {TERRAIN_MODELS})", out_dir=out_dir)
+    steps += lease.steps(python, out_dir, no_warp=no_warp, no_tests=no_tests, no_connectome=_no_connectome())
     if root:
         for st in steps:
             st.cwd = root
@@ -331,98 +304,6 @@ def select(steps: list[Step], only: list[str] | None) -> list[Step]:
     return [st for st in steps if st.group in only]
 
 
-def _summary_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    for ln in reversed(lines):  # pytest's closing line, else the last line
-        if " passed" in ln or " failed" in ln or "error" in ln.lower():
-            return ln.strip("= ")
-    return lines[-1] if lines else ""
-
-
-def judge(step: Step, returncode: int, text: str) -> tuple[bool, str]:
-    """Did a finished step pass, and its summary line. A plain step passes on exit
-    status 0; a pytest step only if some test passed too (all skipped is a fail: it
-    checked nothing); a self-test step only if the tool failed *and* printed the
-    report it must print."""
-    summary = _summary_line(text)
-    if returncode < 0:  # killed by a signal (a crash leaves no closing line of its own)
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        summary = f"crashed ({name})" + (f": {summary}" if summary else "")
-    if step.expect_report:
-        caught = returncode != 0 and step.expect_report in text
-        return caught, (f"caught: {step.expect_report!r}" if caught else
-                        f"NOT caught: exit {returncode}, no {step.expect_report!r} in the output")
-    ok = returncode == 0
-    if ok and step.pytest and not re.search(r"\b[1-9]\d* passed", text):
-        return False, f"no test passed ({summary or 'no output'})"
-    return ok, summary
-
-
-def run_step(step: Step, live_dir: str | None = None) -> Outcome:
-    """Runs one step (from the checkout, or the current folder) and keeps the tail of
-    its output. ``live_dir``: its log is written there as it runs (a lease cut short
-    still brings back what a step had printed)."""
-    if step.skip:
-        return Outcome(step.name, "skip", 0.0, step.skip)
-    t0 = time.perf_counter()
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **step.env)
-    if step.cwd:  # a checkout: its flycuda for the scripts under bench/ and examples/, installed or not
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (step.cwd, env.get("PYTHONPATH", "")) if p)
-    try:
-        live = os.path.join(live_dir, _log_name(step.name)) if live_dir else None
-        code, text = run_with_grace(step.argv, step.cwd, env, step.timeout, live=live)
-    except OSError as e:
-        text, ok, summary = f"could not start: {e}", False, f"could not start: {e}"
-    else:
-        if code is None:
-            text += f"\ntimed out after {step.timeout:.0f} s"
-            ok, summary = False, f"timed out after {step.timeout:.0f} s"
-        else:
-            ok, summary = judge(step, code, text)
-    return Outcome(step.name, "pass" if ok else "fail", time.perf_counter() - t0, summary, text)
-
-
-def run_with_grace(argv: list[str], cwd: str | None, env: dict, timeout: float,
-                   grace: float = GRACE_S, live: str | None = None) -> tuple[int | None, str]:
-    """(exit status, or None when it ran past ``timeout``; stdout and stderr as they came).
-    Past the limit its process group gets SIGINT, on which pytest prints what failed so far (the
-    first GPU runs' test steps timed out with their failures unnamed), and ``grace`` seconds
-    later SIGKILL, which also ends pytest-xdist's workers. Whatever way it ends (an interrupt of
-    gpu-check included), nothing of its process group outlives it. ``live``: the file the
-    output goes to as it comes (else a temporary one); the child appends to it through a handle
-    of its own, and it is read back as text with undecodable bytes replaced."""
-    with contextlib.ExitStack() as stack:
-        path = live or os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "step.log")
-        with open(path, "ab", buffering=0) as sink:
-            os.ftruncate(sink.fileno(), 0)
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        code = None
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGINT)
-            try:
-                proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
-        finally:
-            _signal_group(proc, signal.SIGKILL)  # stragglers of a finished step too
-            proc.wait()
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return code, f.read()
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:  # it ended in the meantime
-        pass
-
-
 def write_report(env: dict, outcomes: list[Outcome], out_dir: str, results_md: str) -> str:
     """report.txt + report.json in ``out_dir`` and a dated section in ``results_md``;
     returns the text report."""
@@ -448,7 +329,7 @@ def write_report(env: dict, outcomes: list[Outcome], out_dir: str, results_md: s
         os.replace(tmp, os.path.join(out_dir, name))
     for o in outcomes:
         if o.output:
-            with open(os.path.join(out_dir, _log_name(o.name)), "w") as f:
+            with open(os.path.join(out_dir, log_name(o.name)), "w") as f:
                 f.write(o.output)
     if results_md:
         os.makedirs(os.path.dirname(os.path.abspath(results_md)), exist_ok=True)
@@ -459,21 +340,39 @@ def write_report(env: dict, outcomes: list[Outcome], out_dir: str, results_md: s
     return text
 
 
-def _log_name(step_name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", step_name).strip("_") + ".log"
-
-
 def default_results(out_dir: str, root: str | None) -> str:
     """Where the dated section goes by default: bench/RESULTS.md in a checkout, else
     RESULTS.md in the output folder."""
     return os.path.join(root, "bench", "RESULTS.md") if root else os.path.join(out_dir, "RESULTS.md")
 
 
-def main(out_dir: str | None = None, results_md: str | None = None, quick: bool = False,
-         only: list[str] | None = None) -> int:
-    """Runs the self-check; returns the exit status. ``quick``: the plan sized for a short
-    lease (see :func:`plan`); ``only``: run the steps of these GROUPS alone."""
+def dry_run(out_dir: str, quick: bool = False, only: list[str] | None = None) -> int:
+    """Prints the steps ``only`` selects (all by default), each with its limit, its command and
+    why it would be skipped here, without running any (no GPU needed); 1 when a step's script
+    is missing from the checkout."""
+    root = checkout_root()
+    have_warp = installed("mujoco_warp") and installed("warp")
+    steps = select(plan(out_dir, have_warp=have_warp, sanitizer=compute_sanitizer(), root=root, nvcc=find_nvcc(),
+                        have_flygym=sys.version_info >= (3, 12) and installed("flygym"), quick=quick,
+                        xdist=installed("xdist")), only)
+    missing = []
+    for step in steps:
+        script = next((a for a in step.argv[1:3] if a.endswith(".py")), None)
+        if script and root and not os.path.isfile(os.path.join(root, script)):
+            missing.append(script)
+        where = f"skip: {step.skip}" if step.skip else f"limit {step.timeout:.0f} s"
+        print(f"[{step.group}] {step.name} ({where})\n    {' '.join(step.argv)}")
+    print(f"gpu-check --dry-run: {len(steps)} steps" + (f"; missing scripts: {', '.join(missing)}" if missing else ""))
+    return 1 if missing else 0
 
+
+def main(out_dir: str | None = None, results_md: str | None = None, quick: bool = False,
+         only: list[str] | None = None, dry: bool = False) -> int:
+    """Runs the self-check; returns the exit status. ``quick``: the plan sized for a short
+    lease (see :func:`plan`); ``only``: run the steps of these GROUPS alone; ``dry``: list
+    them (:func:`dry_run`)."""
+    if dry:
+        return dry_run(os.path.abspath(out_dir or os.environ.get("OUT") or "out/gpu-check-dry-run"), quick, only)
     if not torch.cuda.is_available():
         print("flycuda gpu-check: no CUDA GPU is visible to torch (torch.cuda.is_available() is False); "
               "nothing to check here", file=sys.stderr)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..errors import VisionError
+from ..flygym import frozen
 from ..ops import pool_ommatidia
 from ..render import RenderError, TileRenderer, mosaic
 from .retina import RetinaMap
@@ -51,10 +52,13 @@ def eye_cameras(mjm) -> list[str]:
 
 
 def flygym_retina():
-    """FlyGym's retina as a RetinaMap; VisionError naming the way out without FlyGym."""
+    """FlyGym's retina as a RetinaMap (without FlyGym: the one frozen in ``$FLYCUDA_NEUROMECHFLY``);
+    VisionError naming the way out without either."""
     try:
         return RetinaMap.from_flygym()
     except ImportError as e:
+        if frozen.retina() is not None:  # FlyGym's retina as written where FlyGym is (flycuda.flygym.frozen)
+            return RetinaMap.load(frozen.retina())
         raise VisionError(f"FlyGym's retina needs FlyGym ({e}); install flycuda[flygym] (Python >= 3.12) or "
                           f"pass retina=flycuda.vision.retina.RetinaMap.load(PATH)") from None
 

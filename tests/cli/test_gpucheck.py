@@ -34,6 +34,20 @@ STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer syncchec
          "self-test: initcheck catches 'uninit'", "self-test: initcheck passes 'clean'",
          "graph-captured replay with rendering", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
          "bench_odor", "bench_connectome", "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"]
+LEASE = ["bench_connectome (against SpMM)", "bench_replay (NeuroMechFly)", "bench_render (NeuroMechFly)",
+         "env with the eyes (NeuroMechFly, fast:2)", "env with the descending drives (NeuroMechFly)",
+         "bench_odor (4,096 worlds)"]  # issue 53's device script (flycuda.gpucheck.lease)
+NMF = LEASE[1:5]  # those that need NeuroMechFly
+STEPS = STEPS + LEASE
+
+
+@pytest.fixture(autouse=True)
+def frozen_fly(tmp_path_factory, monkeypatch):
+    """A folder where a frozen NeuroMechFly would be, so that the plans do not depend on FlyGym."""
+    path = tmp_path_factory.mktemp("nmf")
+    (path / "neuromechfly-flat.tar.xz").write_bytes(b"")
+    monkeypatch.setenv("FLYCUDA_NEUROMECHFLY", str(path))
+    return path
 
 
 @pytest.fixture(autouse=True)
@@ -79,13 +93,15 @@ def test_plan_covers_every_part_of_the_check(tmp_path):
         "graph-captured replay with rendering"].argv
     bare = gpucheck.plan(str(tmp_path), python="py", have_warp=False, sanitizer=None, root="/repo", nvcc=None)
     skipped = {s.name for s in bare if s.skip}
-    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops", "bench_control", "bench_odor", "bench_connectome"}
+    assert skipped == set(STEPS) - {"CUDA tests", "bench_ops", "bench_control", "bench_odor", "bench_connectome",
+                                    "bench_connectome (against SpMM)"}
     assert "--no-warp" in [s for s in bare if s.name == "bench_ops"][0].argv  # bench_ops still runs
     vision = by["bench_vision"]
     assert vision.argv[vision.argv.index("--worlds") + 1:][:2] == ["1000", "8192"] and vision.env["MUJOCO_GL"] == "osmesa"
     no_fly = {s.name: s.skip for s in gpucheck.plan(str(tmp_path), python="py", have_warp=True, sanitizer="cs",
                                                      root="/repo", nvcc="nvcc", have_flygym=False) if s.skip}
     assert list(no_fly) == ["bench_vision", "bench_terrain"] and "FlyGym is not installed" in no_fly["bench_vision"]
+    # (the lease's NeuroMechFly steps run on the frozen fly: frozen_fly)
     assert "no terrain worlds are staged in .devstage/terrain" in no_fly["bench_terrain"]
     terrain = by["bench_terrain"].argv
     assert terrain[terrain.index("--worlds") + 1] == "1000" and terrain[terrain.index("--seconds") + 1] == "1.5"
@@ -104,8 +120,8 @@ def test_installed_package_skips_what_needs_a_checkout(tmp_path):
     assert set(skipped) == {"CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer synccheck",
                             "compute-sanitizer initcheck", "bench_ops", "bench_control", "bench_replay", "bench_render", "bench_env",
                             "bench_odor", "bench_connectome", "PPO on flycuda.env (a learning curve)", "bench_vision",
-                            "bench_terrain"}
-    assert all(v == gpucheck.NEEDS_CHECKOUT for v in skipped.values())
+                            "bench_terrain"} | set(LEASE)
+    assert all(v == gpucheck.NEEDS_CHECKOUT for k, v in skipped.items() if k not in NMF)
     assert all(s.cwd is None for s in steps)
     assert os.path.isfile(gpucheck.SELFTEST_SOURCE)  # shipped in the package (pyproject package-data)
 
@@ -381,3 +397,30 @@ def test_a_hung_test_is_named_and_the_tests_after_it_run(tmp_path):
     assert text.startswith("test_hang.py::test_hangs: still running after 3 s") and "in test_hangs" in text
     refused = subprocess.run(argv[:9] + argv[11:], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert refused.returncode == 4 and "use it with pytest-xdist" in refused.stderr
+
+
+def test_the_device_script_measures_the_real_fly_and_its_anchors(tmp_path, monkeypatch):
+    """Issue 53's steps: the replay at 1,000, 4,096 and 8,192 worlds, the renderer at both
+    sizes on NeuroMechFly and fly-mesh, both envs at 4,096 worlds, the network at 1,024 and
+    4,096 flies; without FlyGym or a frozen fly the NeuroMechFly steps say how to make one."""
+    by = {s.name: s for s in gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc")}
+    argv = lambda name: " ".join(by[name].argv)  # noqa: E731
+    assert "--models neuromechfly --worlds 1000 4096 8192" in argv("bench_replay (NeuroMechFly)")
+    assert "--scenes neuromechfly fly-mesh --worlds 1000 --sizes 64x64 320x240" in argv("bench_render (NeuroMechFly)")
+    assert "--gpu-flies 1024 4096" in argv("bench_connectome (against SpMM)")
+    assert "--vision fast:2" in argv(NMF[2]) and "--action descending" in argv(NMF[3])
+    assert all("--worlds 4096" in argv(n) for n in NMF[2:])
+    assert {by[n].group for n in LEASE} == {"connectome", "nmf"}
+    monkeypatch.setenv("FLYCUDA_NEUROMECHFLY", str(tmp_path / "none"))
+    monkeypatch.setattr(gpucheck.lease.st, "installed", lambda m: m != "flygym")
+    bare = {s.name: s.skip for s in gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc")}
+    assert all("python -m flycuda.flygym.freeze DIR" in bare[n] for n in NMF)
+
+
+def test_dry_run_lists_the_steps_without_a_gpu(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "flycuda", "gpu-check", "--dry-run", "--only", "nmf,connectome",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    listed = re.findall(r"^\[(\w+)\] (.+?) \((?:limit|skip)", proc.stdout, re.M)
+    assert [n for _, n in listed] == LEASE and {g for g, _ in listed} == {"nmf", "connectome"}
+    assert "gpu-check --dry-run: 6 steps" in proc.stdout and not list(tmp_path.iterdir())  # nothing ran
