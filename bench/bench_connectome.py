@@ -8,7 +8,7 @@ a graph at 500 Hz (FlyGym 1.x's vision_refresh_rate), against torch's CSR SpMM (
 Euler step elementwise, also in a graph, interleaved; flies x network steps/s and the device memory.
 
     python bench/bench_connectome.py [--flies 1 4 16 64] [--steps 5] [--repeats 3]
-                                     [--connectome PATH.json] [--gpu-flies 1024 4096] [--no-results]
+                                     [--connectome PATH.json] [--gpu-flies 1024 4096] [--no-memory] [--no-results]
 
 Needs flyvis for the CPU rows (the FlyGym lane: requirements-flyvis.txt); flycuda never imports it.
 """
@@ -130,7 +130,7 @@ def memory(side: str, flies: int, steps: int, root: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cpu_rows(flies_list, steps: int, repeats: int, root: str) -> list[list]:
+def cpu_rows(flies_list, steps: int, repeats: int, root: str, measure_memory: bool = True) -> list[list]:
     torch.set_num_threads(2)
     fnet, connectome = _flyvis_network(root), Connectome.build()
     rows = []
@@ -144,14 +144,23 @@ def cpu_rows(flies_list, steps: int, repeats: int, root: str) -> list[list]:
                 fn()
                 got[name].append((time.perf_counter() - t0) / steps)
         s = {k: statistics.median(v) for k, v in got.items()}
-        mem = {k: memory(k, flies, steps, root) for k in got}
+        mem = {k: memory(k, flies, steps, root) if measure_memory else None for k in got}
         for name in ("flycuda", "flyvis"):
             rows.append([flies, 2 * flies, name, f"{1e3 * s[name]:.1f}", f"{flies / s[name]:.0f}",
-                         f"{mem[name]['peak_mib']:.0f}", f"{mem[name]['peak_mib_4x']:.0f}",
-                         f"{s['flyvis'] / s[name]:.1f}x" if name == "flycuda" else "1x",
-                         f"1/{mem['flyvis']['peak_mib'] / max(mem[name]['peak_mib'], 1):.0f}" if name == "flycuda"
-                         else "1"])
+                         *_memory_cells(mem, name), f"{s['flyvis'] / s[name]:.1f}x" if name == "flycuda" else "1x",
+                         _memory_ratio(mem, name)])
     return rows
+
+
+def _memory_cells(mem: dict, name: str) -> list[str]:
+    m = mem[name]
+    return [f"{m['peak_mib']:.0f}", f"{m['peak_mib_4x']:.0f}"] if m else ["-", "-"]
+
+
+def _memory_ratio(mem: dict, name: str) -> str:
+    if mem[name] is None:
+        return "-"
+    return f"1/{mem['flyvis']['peak_mib'] / max(mem[name]['peak_mib'], 1):.0f}" if name == "flycuda" else "1"
 
 
 def spmm_step(net: ConnectomeNetwork, stimulus: torch.Tensor):
@@ -215,6 +224,7 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--connectome", default=None, help="flyvis's connectome file (default: the installed flyvis's)")
     ap.add_argument("--gpu-flies", type=int, nargs="+", default=[1024, 4096])
+    ap.add_argument("--no-memory", action="store_true", help="CPU: time only (no processes measuring memory)")
     ap.add_argument("--no-results", action="store_true")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -222,7 +232,7 @@ def main(argv=None) -> None:
         return child(a.child[0], int(a.child[1]), int(a.child[2]), a.child[3])
     cuda = torch.cuda.is_available()
     root = tempfile.mkdtemp(prefix="flyvis_root_")
-    rows = gpu_rows(a.gpu_flies, a.connectome, 50, a.repeats) if cuda else cpu_rows(a.flies, a.steps, a.repeats, root)
+    rows = gpu_rows(a.gpu_flies, a.connectome, 50, a.repeats) if cuda else cpu_rows(a.flies, a.steps, a.repeats, root, not a.no_memory)
     header = ["flies", "eyes", "network", "ms per step", "flies x steps/s", "peak MiB", "peak MiB (4x steps)",
               "speed vs flyvis (CUDA: its time / flycuda's)", "memory vs flyvis"]
     table = format_table(header, rows)

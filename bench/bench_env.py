@@ -31,6 +31,14 @@ import flycuda.env as fe
 from flycuda.env.layout import DESCENDING_GROUPS, GROUPS
 
 
+def require_graph(env, what: str = "flycuda.env") -> None:
+    """On CUDA a row named for flycuda.env times its captured step: an eager fallback (a capture
+    that failed, warned of above) is refused in one line instead of reported under that name."""
+    if env.device.type == "cuda" and not env.captured:
+        raise SystemExit(f"bench_env: {what}'s control step is not a CUDA graph (its capture failed: see the "
+                         "warning above); refusing to report the eager fallback as the captured env")
+
+
 class ByHand:
     """The imitate task written from Python around the same worlds (FlyGym's style)."""
 
@@ -220,6 +228,7 @@ def vision_reset_rows(W: int, args) -> list[list]:
     none = torch.zeros(W, dtype=torch.bool, device=env.device)  # no world was reset
     for upd in (full, masked):
         step(upd)
+    require_graph(env, "flycuda.env with the eyes")
     cases = {"control step, every world (before)": lambda: step(full),
              "control step, reset worlds only (now)": lambda: step(masked),
              "the second render alone, every world (before)": lambda: masked(None),
@@ -290,6 +299,7 @@ def main() -> None:
         for fn in (ours, theirs, glue):  # warm-up: Warp's JIT, and each graph's capture
             fn()
             fn()
+        require_graph(env)
         times = {"flycuda.env": [], base: [], "flycuda.env's glue alone": []}
         for _ in range(args.rounds):
             times["flycuda.env"].append(time_it(ours, args.steps, env.device))

@@ -1,7 +1,8 @@
 // flycuda: connectome_step — argument checks, the launch plan and the CPU impl. What the op
 // computes: csrc/kernels/connectome_step.cuh. The CUDA kernel and the emulator run its
-// connectome_node, one (b, n) a thread; the CPU twin below reads each row once for the whole
-// batch and adds the same terms to each sum in the same order, then the same connectome_update.
+// connectome_step_kernel, a warp per (node, 256 eyes); the CPU twin below reads each row once for
+// the whole batch and adds the same terms to each sum in the same order, then the same
+// connectome_update.
 #include "connectome_step.h"
 
 #include "common.h"
@@ -66,8 +67,11 @@ kernels::ConnectomePlan check_connectome_step(const ConnectomeArgs& a) {
   FLYCUDA_CHECK_VALUE(a.input_nodes >= 0 && a.input_nodes <= N && (a.input_nodes == 0 || (C > 0 && a.input_nodes % C == 0)),
                       "argument 'input_nodes' must be a multiple of C = stimulus.size(1) = ", C, " in [0, N = ", N,
                       "], got ", a.input_nodes);
-  FLYCUDA_CHECK(((B + 31) / 32) * 32 * N <= INT32_MAX, "B = ", B, " (padded to ", ((B + 31) / 32) * 32,
-                ") * N = ", N, " must be < 2^31 (32-bit thread indices)");
+  const int64_t lanes = (B + kernels::kConnectomeChunk - 1) / kernels::kConnectomeChunk * 32;  // per node
+  FLYCUDA_CHECK(lanes * N <= INT32_MAX, "B = ", B, " (", lanes, " lanes per node) * N = ", N,
+                " must be < 2^31 (32-bit thread indices)");
+  FLYCUDA_CHECK((B - 1) * a.v.stride(0) + (N - 1) * a.v.stride(1) <= INT32_MAX, "argument 'v' reaches element ",
+                (B - 1) * a.v.stride(0) + (N - 1) * a.v.stride(1), " past its first: must be < 2^31 (32-bit offsets)");
   FLYCUDA_CHECK(E <= INT32_MAX, "E = ", E, " must be < 2^31 (int32 edge offsets)");
   if (checks_values_here(out)) {
     check_offsets_values(kOpName, "rowptr", a.rowptr, E, "E = src.size(0)");
@@ -84,7 +88,7 @@ kernels::ConnectomePlan check_connectome_step(const ConnectomeArgs& a) {
 namespace {
 
 // Nodes [begin, end) of every batch entry: each row's edges once, each edge's term added to all
-// B sums (acc) in order (connectome_node's sums, term for term); contiguous batches (node-major
+// B sums (acc) in order (the kernel's sums, term for term); contiguous batches (node-major
 // voltages) in a loop the compiler vectorizes across the batch.
 void connectome_rows(const float* v, const float* stimulus, const int32_t* rowptr, const int32_t* src,
                      const float* weight, const float* bias, const float* tau, float* out,

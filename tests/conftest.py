@@ -83,7 +83,7 @@ def pytest_unconfigure(config):
 # package's layers and docs. The FlyGym lane runs them; the latest lane (--lane-sensitive) does
 # not run them again. A test here that needs MuJoCo Warp (needs_warp) still runs in both.
 ONE_LANE = ("tests/ops/", "tests/csrc/test_launch_plan.py", "tests/csrc/test_ptxas.py", "tests/control/",
-            "tests/package/test_layers.py", "tests/package/test_docs.py", "tests/package/test_dev.py",
+            "tests/package/test_layers.py", "tests/package/test_docs.py", "tests/package/test_dev.py", "tests/csrc/test_sass.py",
             "tests/vision/test_connectome.py", "tests/cli/test_gpucheck.py", "tests/cli/test_doctor.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

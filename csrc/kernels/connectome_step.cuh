@@ -2,11 +2,15 @@
 // for a batch of eyes, and the launch plan. nvcc (csrc/cuda/connectome_step.cu), the host compiler
 // (the CPU twin, csrc/connectome_step.cpp) and the emulator compile this one file. No ATen.
 //
-// One thread per (b, n) in chunks of 32 eyes: warp w takes node n = w % N of chunk c = w / N, lane
-// l eye b = 32 c + l (lanes past B idle). A warp reads one row of the network once (every lane the
-// same edge: a broadcast) and, with the voltages node-major, its 32 eyes' sources side by side;
-// the warps of a block take adjacent nodes of one chunk, which share most of their sources (L1),
-// and a chunk's voltages (32 x N) stay in L2 while the grid sweeps its nodes:
+// A warp per (node n, chunk of kConnectomeChunk = 256 eyes): warp w takes node n = w % N of chunk
+// c = w / N, lane l the eyes b = 256 c + 32 k + l, k < kConnectomeEyes = 8 (eyes past B idle). The
+// warp reads row n once (every lane the same edge: a broadcast, its index math warp-uniform) and
+// each edge's term for its 8 eyes per lane: with the voltages node-major (eye stride 1) and a whole
+// chunk, the 8 sources are immediate offsets from one address, 32 lanes side by side (coalesced);
+// otherwise (strided voltages, the last partial chunk) the eyes' offsets are hoisted out of the row
+// and eyes past B read eye B - 1 (never written). 32-bit offsets throughout (the checks keep every
+// element of v below 2^31). The warps of a block take adjacent nodes of one chunk, which share most
+// of their sources (L1), and a chunk's voltages stay in L2 while the grid sweeps its nodes:
 //   s = sum over the edges e of row n, in order, of weight[e] * relu(v[b, src[e]])     (from +0)
 //   a = ((-v[b, n] + bias[n]) + s) + x,  x = 0 + stimulus[b, n % C] for n < input_nodes, else 0
 //   out[b, n] = v[b, n] + ((1 / max(tau[n], dt)) * a) * dt
@@ -26,7 +30,9 @@
 namespace flycuda {
 namespace kernels {
 
-constexpr int kConnectomeThreads = 256;  // (b, n) pairs per block
+constexpr int kConnectomeThreads = 256;  // threads per block: 8 warps, 8 nodes of one chunk
+constexpr int kConnectomeEyes = 8;       // eyes per lane
+constexpr int kConnectomeChunk = 32 * kConnectomeEyes;  // eyes per warp (one node)
 
 struct ConnectomePlan {
   int64_t B = 0, N = 0, E = 0;   // batch (eyes), nodes, edges
@@ -36,11 +42,19 @@ struct ConnectomePlan {
   int64_t v_s0 = 0, v_s1 = 0;    // v [B, N]
   int64_t x_s0 = 0, x_s1 = 0;    // stimulus [B, C]
   int64_t out_s0 = 0, out_s1 = 0;  // out [B, N]
-  FLYCUDA_HOST_DEVICE int64_t chunks() const { return (B + 31) / 32; }  // of 32 eyes
+  FLYCUDA_HOST_DEVICE int64_t chunks() const { return (B + kConnectomeChunk - 1) / kConnectomeChunk; }
   FLYCUDA_HOST_DEVICE int64_t threads() const { return B > 0 ? chunks() * 32 * N : 0; }
 };
 
-FLYCUDA_HOST_DEVICE inline float connectome_relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
+FLYCUDA_HOST_DEVICE inline float connectome_relu(float x) {  // NaN stays NaN (torch's relu)
+#if defined(__CUDA_ARCH__)
+  float y;  // one FMNMX.NAN (max.NaN: a NaN operand gives NaN; -0.0 gives +0.0, which adds as -0.0 does)
+  asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return x < 0.0f ? 0.0f : x;
+#endif
+}
 
 // Row n's edges within [0, E) (a corrupted rowptr is never a memory error).
 FLYCUDA_HOST_DEVICE inline int64_t connectome_row_lo(const int32_t* rowptr, int64_t n) {
@@ -64,24 +78,34 @@ FLYCUDA_HOST_DEVICE inline float connectome_update(const float* v, const float* 
   return vn + (inv * a) * p.dt;
 }
 
-// Node n of batch entry b: its synapses summed in row order, then the Euler step (the kernel's
-// thread; the CPU twin runs the same sums for a range of b at once, term for term).
-FLYCUDA_HOST_DEVICE inline void connectome_node(const float* v, const float* stimulus, const int32_t* rowptr,
-                                                const int32_t* src, const float* weight, const float* bias,
-                                                const float* tau, float* out, const ConnectomePlan& p, int64_t b,
-                                                int64_t n) {
-  const float* vb = v + b * p.v_s0;
-  const int64_t hi = connectome_row_hi(rowptr, p, n);
-  float s = 0.0f;
-  for (int64_t e = connectome_row_lo(rowptr, n); e < hi; ++e) {
-    const int64_t j = src[e];
-    const float pre = (j >= 0 && j < p.N) ? connectome_relu(vb[j * p.v_s1]) : NAN;
-    s = s + weight[e] * pre;
-  }
-  out[b * p.out_s0 + n * p.out_s1] = connectome_update(v, stimulus, bias, tau, p, b, n, s);
-}
-
 #if defined(__CUDACC__) || defined(FLYCUDA_EMU)  // the kernel and its launch: nvcc and the emulator
+
+// The sums of row [lo, hi) for a lane's eyes, in edge order: each term w * relu(v[b, j]) added to
+// its eye's sum from +0 (the CPU twin's sums, term for term).
+// kUnit: eye stride 1 and every eye of the lane in [0, B), eye k at b0 + 32 k.
+template <bool kUnit>
+__device__ __forceinline__ void connectome_sums(const float* __restrict__ v, const int32_t* __restrict__ src,
+                                                const float* __restrict__ weight, const ConnectomePlan& p,
+                                                int32_t b0, int32_t lo, int32_t hi, float (&s)[kConnectomeEyes]) {
+  const int32_t N = static_cast<int32_t>(p.N), s1 = static_cast<int32_t>(p.v_s1);
+  int32_t eye[kConnectomeEyes];  // the general path's offsets, hoisted out of the row
+  if (!kUnit) {
+    const int32_t last = static_cast<int32_t>(p.B) - 1, s0 = static_cast<int32_t>(p.v_s0);
+FLYCUDA_UNROLL
+    for (int k = 0; k < kConnectomeEyes; ++k) eye[k] = (b0 + 32 * k < last ? b0 + 32 * k : last) * s0;
+  }
+  const float* __restrict__ base = kUnit ? v + b0 : v;
+  for (int32_t e = lo; e < hi; ++e) {
+    // A source outside [0, N) reads row 0 with a NaN weight: its terms are NaN, as the CPU twin's
+    // (NaN times anything); no branch, its two selects warp-uniform.
+    const int32_t j = src[e];
+    const bool ok = static_cast<uint32_t>(j) < static_cast<uint32_t>(N);
+    const float w = ok ? weight[e] : NAN;
+    const float* __restrict__ row = base + static_cast<uint32_t>(ok ? j * s1 : 0);
+FLYCUDA_UNROLL
+    for (int k = 0; k < kConnectomeEyes; ++k) s[k] = s[k] + w * connectome_relu(row[kUnit ? 32 * k : eye[k]]);
+  }
+}
 
 __global__ void connectome_step_kernel(const float* __restrict__ v, const float* __restrict__ stimulus,
                                        const int32_t* __restrict__ rowptr, const int32_t* __restrict__ src,
@@ -92,12 +116,27 @@ __global__ void connectome_step_kernel(const float* __restrict__ v, const float*
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= p.threads()) return;
   const int32_t t32 = static_cast<int32_t>(t), N32 = static_cast<int32_t>(p.N);
-  const int32_t warp = t32 >> 5, b = ((warp / N32) << 5) | (t32 & 31);
-  if (b >= p.B) return;
-  connectome_node(v, stimulus, rowptr, src, weight, bias, tau, out, p, b, warp % N32);
+  const int32_t warp = t32 >> 5, chunk = warp / N32, n = warp % N32;
+  const int32_t b0 = chunk * kConnectomeChunk + (t32 & 31);
+  if (b0 >= p.B) return;  // a lane with no eye
+  const int32_t lo = static_cast<int32_t>(connectome_row_lo(rowptr, n));
+  const int32_t hi = static_cast<int32_t>(connectome_row_hi(rowptr, p, n));
+  float s[kConnectomeEyes];
+FLYCUDA_UNROLL
+  for (int k = 0; k < kConnectomeEyes; ++k) s[k] = 0.0f;
+  if (p.v_s0 == 1 && (chunk + 1) * static_cast<int64_t>(kConnectomeChunk) <= p.B) {  // warp-uniform
+    connectome_sums<true>(v, src, weight, p, b0, lo, hi, s);
+  } else {
+    connectome_sums<false>(v, src, weight, p, b0, lo, hi, s);
+  }
+FLYCUDA_UNROLL
+  for (int k = 0; k < kConnectomeEyes; ++k) {
+    const int32_t b = b0 + 32 * k;
+    if (b < p.B) out[b * p.out_s0 + n * p.out_s1] = connectome_update(v, stimulus, bias, tau, p, b, n, s[k]);
+  }
 }
 
-// The launch (platform.h, "launch templates"): one thread per (b, n), B padded to whole chunks.
+// The launch (platform.h, "launch templates"): a warp per (node, chunk of 256 eyes).
 template <class Launcher>
 void launch_connectome_step(Launcher&& launch, const float* v,  // [B, N], strided
                             const float* stimulus,              // [B, C], strided

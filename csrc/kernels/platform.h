@@ -34,6 +34,14 @@
 #define FLYCUDA_HOT inline
 #endif
 
+// FLYCUDA_UNROLL: `#pragma unroll` for nvcc (a fixed trip count unrolled into registers); nothing
+// for the host compiler and the emulator (g++ -Werror would stop on the unknown pragma).
+#if defined(__CUDACC__)
+#define FLYCUDA_UNROLL _Pragma("unroll")
+#else
+#define FLYCUDA_UNROLL
+#endif
+
 // FLYCUDA_DEVICE_PATH: defined where the device branch of a shared helper is
 // compiled (nvcc's device pass, or the emulator), so that the emulator runs
 // the same branch the GPU runs (e.g. the _rn intrinsics, clock64()).

@@ -206,7 +206,8 @@ def run(args) -> int:
                    env_steps_per_s=env.num_envs * max(steps - 1, 1) / wall,
                    mean_reward=float(total) / (env.num_envs * steps), terminations=int(ended[0]),
                    truncations=int(ended[1]), overflows=int(ended[2]),
-                   nonfinite=int(env.nonfinite_episodes.sum()), terrain=args.terrain, wall_s=wall)
+                   nonfinite=int(env.nonfinite_episodes.sum()), terrain=args.terrain, wall_s=wall,
+                   captured=env.captured)
     _report(figures, args)
     if args.render:
         res = render_recording(args.record, args.render, worlds=args.render_worlds, camera=args.camera,
@@ -222,6 +223,9 @@ def _report(f: dict, args) -> None:
     print(f"  policy         {f['policy']}; vision {f['vision']}")
     print(f"  env steps/s    {f['env_steps_per_s']:,.0f} (worlds x control steps per wall second, after the "
           f"first step: {f['first_step_s']:.1f} s with Warp's JIT)")
+    if f["device"].startswith("cuda") and not f["captured"]:
+        print("  graph          none: the control step ran eagerly (its CUDA-graph capture failed, warned of above); "
+              "env steps/s is the eager rate")
     print(f"  mean reward    {f['mean_reward']:.4f} per world and step")
     print(f"  episodes ended {f['terminations']} terminated, {f['truncations']} truncated")
     if f["overflows"]:

@@ -465,6 +465,12 @@ class FlyVecEnv(VectorEnv):
         return self._groups[group]
 
     @property
+    def captured(self) -> bool:
+        """Whether the control step runs as one CUDA graph now (False: eagerly, on the CPU, before
+        the first step, with ``graph=False``, or after a capture that failed and was warned of)."""
+        return self._graph is not None
+
+    @property
     def control_dt(self) -> float:
         """Seconds of simulated time per control step."""
         return self.sim.timestep * self.decimation

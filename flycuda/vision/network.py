@@ -179,6 +179,7 @@ class ConnectomeNetwork:
     def run(self, stimulus: torch.Tensor, steps: int) -> torch.Tensor:
         """``steps`` steps on one ``stimulus``, the two voltage buffers taking turns (one copy into
         :attr:`voltages` at the end when ``steps`` is odd); returns :attr:`voltages`."""
+        self._check_stimulus(stimulus)
         now, nxt = self._v, self._next
         for _ in range(steps):
             connectome_step(now, stimulus, self.rowptr, self.src, self.weight, self.bias, self.tau, nxt, dt=self.dt,
@@ -187,6 +188,16 @@ class ConnectomeNetwork:
         if now is not self._v:
             self._v.copy_(now)
         return self._v
+
+    def _check_stimulus(self, stimulus) -> None:
+        """Exactly [batch, columns]: one value per column for R1-R8. The op alone takes any width
+        that divides the input nodes (two eyes' readouts flattened into 1,442 columns would feed R1
+        the wrong columns): flyvis refuses them, and so does the network."""
+        shape = tuple(stimulus.shape) if isinstance(stimulus, torch.Tensor) else None
+        if shape != (self.batch, self.columns):
+            got = f"shape {list(shape)}" if shape is not None else type(stimulus).__name__
+            raise VisionError(f"stimulus must be [batch, columns] = [{self.batch}, {self.columns}] (one value per "
+                              f"column, flyvis's column order), got {got}")
 
     def steady_state(self, value: float = GREY, seconds: float = 1.0) -> torch.Tensor:
         """flyvis's ``steady_state``: from rest, ``int(seconds / dt)`` steps of a uniform ``value``

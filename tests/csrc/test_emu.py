@@ -1224,12 +1224,14 @@ def _connectome_case(a: dict) -> emu.Case:
 
 @pytest.mark.parametrize("sanitizer", FLAVOURS)
 def test_connectome_step(sanitizer):
-    """flyvis's network step on the emulated grid: bit for bit the CPU op (the same per-node
-    function) in every layout, partial blocks (5 x 301 threads), nodes without inputs; and a
+    """flyvis's network step on the emulated grid: bit for bit the CPU op (the same sums, term for
+    term) in every layout, the node-major path of whole chunks (300 eyes: 256 there, 44 on the
+    general path), partial chunks and blocks, nodes without inputs; and a
     corrupted map, which the op would refuse, read safely: a source out of range reads NaN (its
     target only) and a row past the edges stops at E."""
     args = [connectome_args(5, 301, 7, 8, "node_major", seed=1), connectome_args(2, 37, 5, 3, "strided", seed=2),
-            connectome_args(1, 1, 1, 1, seed=3), connectome_args(3, 64, 64, 0, seed=4)]
+            connectome_args(1, 1, 1, 1, seed=3), connectome_args(3, 64, 64, 0, seed=4),
+            connectome_args(300, 9, 3, 2, "node_major", seed=6)]  # a whole chunk of 256 eyes, then 44
     expected = []
     for a in args:
         cpu = clone_args(a)

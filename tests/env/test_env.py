@@ -4,6 +4,7 @@ The reference policy reproduces the replay bit for bit; autoreset touches only t
 worlds that ended; seeds reproduce; every observation column is the Data it names;
 gymnasium's vector API; bad input raises before anything is stepped."""
 
+import json
 import math
 import warnings
 
@@ -248,7 +249,7 @@ def test_graph_captured_step_equals_eager_on_cuda():
         torch.cuda.synchronize()
         runs.append(env.angles.cpu().clone())
         assert (env.world_steps == n).all()
-    assert envs[0]._graph is not None
+    assert envs[0].captured and not envs[1].captured
     assert torch.rad2deg((runs[0] - runs[1]).abs()).max() < 0.5
 
 
@@ -267,6 +268,8 @@ def test_cli_runs_a_policy_into_a_store_and_a_video(tmp_path, capsys):
                 "--json", str(tmp_path / "r.json")) == 0
     out = capsys.readouterr().out
     assert "env steps/s" in out and "mean reward" in out and video.stat().st_size > 0
+    assert "graph          none" not in out  # the CPU has no graphs: nothing to warn of
+    assert json.loads((tmp_path / "r.json").read_text())["captured"] is False
     assert "policy         reference; vision none" in out and "frames x 2 worlds)" in out
     ds = xr.open_zarr(store)
     assert list(ds["episode"].episode_column.values) == ["terminated", "truncated", "overflow"]

@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 BENCHES = {  # name: (arguments, tables printed)
     "bench_env": (["--worlds", "4", "--steps", "2", "--rounds", "1", "--device", "cpu"], 2),
-    "bench_connectome": (["--flies", "1", "--steps", "1", "--repeats", "1"], 1),  # against flyvis: its lane
+    "bench_connectome": (["--flies", "1", "--steps", "1", "--repeats", "1", "--no-memory"], 1),  # against flyvis
 }
 
 
@@ -26,3 +26,19 @@ def test_bench_runs_tiny_on_cpu(name):
                           env={**os.environ, "PYTHONPATH": ROOT, "CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("|---") >= tables, proc.stdout[-2000:]  # its tables
+
+
+def test_bench_env_refuses_an_eager_fallback_as_the_captured_env(monkeypatch):
+    """On CUDA, a flycuda.env row times the captured step: an env whose capture failed (so that
+    it runs eagerly) is refused in one line, not reported under flycuda.env's name."""
+    import types
+
+    import torch
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    bench_env = pytest.importorskip("bench_env")
+    eager = types.SimpleNamespace(device=torch.device("cuda", 0), captured=False)
+    with pytest.raises(SystemExit, match="flycuda.env's control step is not a CUDA graph .* refusing to report"):
+        bench_env.require_graph(eager)
+    bench_env.require_graph(types.SimpleNamespace(device=torch.device("cuda", 0), captured=True))
+    bench_env.require_graph(types.SimpleNamespace(device=torch.device("cpu"), captured=False))  # no graphs there

@@ -167,6 +167,22 @@ def test_steady_state_and_fade_in_are_flyvis(small):
     assert net.voltages.stride() == (1, 3), "node-major: the CUDA kernel's gathers coalesce"
 
 
+def test_a_stimulus_of_another_width_is_refused_with_the_voltages_untouched(small):
+    """Two eyes' readouts flattened (2 x columns wide) divide the input nodes as one eye's do: the
+    op alone would take them; the network refuses any width but its columns, and any batch but its own."""
+    net = ConnectomeNetwork(small, _params(small), 2, dt=0.02)
+    before = net.voltages.clone()
+    C = net.columns
+    for bad in (torch.rand(1, 2 * C), torch.rand(2, C // 2 + 1), torch.rand(3, C), torch.rand(2 * C)):
+        with pytest.raises(VisionError, match=rf"stimulus must be \[batch, columns\] = \[2, {C}\] .*got shape"):
+            net.step(bad)
+    with pytest.raises(VisionError, match="got list"):
+        net.run([0.5] * C, 1)
+    assert torch.equal(net.voltages, before)
+    net.step(torch.rand(2, C))  # the right width steps
+    assert not torch.equal(net.voltages, before)
+
+
 def test_parameters_and_checkpoints_are_checked(small, tmp_path):
     params = _params(small)
     cases = [({k: v for k, v in params.items() if k != "nodes_bias"}, "parameter 'nodes_bias' is missing"),
