@@ -70,8 +70,11 @@ kernels::ConnectomePlan check_connectome_step(const ConnectomeArgs& a) {
   const int64_t lanes = (B + kernels::kConnectomeChunk - 1) / kernels::kConnectomeChunk * 32;  // per node
   FLYCUDA_CHECK(lanes * N <= INT32_MAX, "B = ", B, " (", lanes, " lanes per node) * N = ", N,
                 " must be < 2^31 (32-bit thread indices)");
-  FLYCUDA_CHECK((B - 1) * a.v.stride(0) + (N - 1) * a.v.stride(1) <= INT32_MAX, "argument 'v' reaches element ",
-                (B - 1) * a.v.stride(0) + (N - 1) * a.v.stride(1), " past its first: must be < 2^31 (32-bit offsets)");
+  FLYCUDA_CHECK(B <= INT32_MAX - kernels::kConnectomeChunk, "B = ", B, " must be < 2^31 - ",
+                kernels::kConnectomeChunk, " (32-bit eye indices)");
+  const int64_t reach = B > 0 && N > 0 ? (B - 1) * a.v.stride(0) + (N - 1) * a.v.stride(1) : 0;
+  FLYCUDA_CHECK(reach <= INT32_MAX, "argument 'v' reaches element ", reach,
+                " past its first: must be < 2^31 (32-bit offsets)");
   FLYCUDA_CHECK(E <= INT32_MAX, "E = ", E, " must be < 2^31 (int32 edge offsets)");
   if (checks_values_here(out)) {
     check_offsets_values(kOpName, "rowptr", a.rowptr, E, "E = src.size(0)");

@@ -33,6 +33,7 @@ namespace kernels {
 constexpr int kConnectomeThreads = 256;  // threads per block: 8 warps, 8 nodes of one chunk
 constexpr int kConnectomeEyes = 8;       // eyes per lane
 constexpr int kConnectomeChunk = 32 * kConnectomeEyes;  // eyes per warp (one node)
+static_assert(kConnectomeEyes == 8, "connectome_step_kernel dispatches 1, 2, 4 or 8 eyes a lane");
 
 struct ConnectomePlan {
   int64_t B = 0, N = 0, E = 0;   // batch (eyes), nodes, edges
@@ -47,7 +48,7 @@ struct ConnectomePlan {
 };
 
 FLYCUDA_HOST_DEVICE inline float connectome_relu(float x) {  // NaN stays NaN (torch's relu)
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   float y;  // one FMNMX.NAN (max.NaN: a NaN operand gives NaN; -0.0 gives +0.0, which adds as -0.0 does)
   asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(y) : "f"(x));
   return y;
@@ -80,30 +81,34 @@ FLYCUDA_HOST_DEVICE inline float connectome_update(const float* v, const float* 
 
 #if defined(__CUDACC__) || defined(FLYCUDA_EMU)  // the kernel and its launch: nvcc and the emulator
 
-// The sums of row [lo, hi) for a lane's eyes, in edge order: each term w * relu(v[b, j]) added to
-// its eye's sum from +0 (the CPU twin's sums, term for term).
-// kUnit: eye stride 1 and every eye of the lane in [0, B), eye k at b0 + 32 k.
-template <bool kUnit>
+// The sums of row [lo, hi) for a lane's first K eyes, in edge order: each term w * relu(v[b, j])
+// added to its eye's sum from +0 (the CPU twin's sums, term for term). kUnit: eye stride 1 and every
+// eye of the lane in [0, B), eye k at b0 + 32 k (immediate offsets from one address); else the eyes'
+// offsets hoisted out of the row, eyes past B reading eye B - 1 (never written).
+template <bool kUnit, int K>
 __device__ __forceinline__ void connectome_sums(const float* __restrict__ v, const int32_t* __restrict__ src,
                                                 const float* __restrict__ weight, const ConnectomePlan& p,
                                                 int32_t b0, int32_t lo, int32_t hi, float (&s)[kConnectomeEyes]) {
-  const int32_t N = static_cast<int32_t>(p.N), s1 = static_cast<int32_t>(p.v_s1);
-  int32_t eye[kConnectomeEyes];  // the general path's offsets, hoisted out of the row
+  const int32_t N = static_cast<int32_t>(p.N);
+  const uint32_t s1 = static_cast<uint32_t>(p.v_s1);
+  uint32_t eye[K];  // the general path's offsets (every offset of v is below 2^31: the checks)
   if (!kUnit) {
-    const int32_t last = static_cast<int32_t>(p.B) - 1, s0 = static_cast<int32_t>(p.v_s0);
+    const int32_t last = static_cast<int32_t>(p.B) - 1;
 FLYCUDA_UNROLL
-    for (int k = 0; k < kConnectomeEyes; ++k) eye[k] = (b0 + 32 * k < last ? b0 + 32 * k : last) * s0;
+    for (int k = 0; k < K; ++k) eye[k] = static_cast<uint32_t>(b0 + 32 * k < last ? b0 + 32 * k : last) *
+                                         static_cast<uint32_t>(p.v_s0);
   }
   const float* __restrict__ base = kUnit ? v + b0 : v;
   for (int32_t e = lo; e < hi; ++e) {
     // A source outside [0, N) reads row 0 with a NaN weight: its terms are NaN, as the CPU twin's
-    // (NaN times anything); no branch, its two selects warp-uniform.
+    // (NaN times anything); no branch.
     const int32_t j = src[e];
     const bool ok = static_cast<uint32_t>(j) < static_cast<uint32_t>(N);
     const float w = ok ? weight[e] : NAN;
-    const float* __restrict__ row = base + static_cast<uint32_t>(ok ? j * s1 : 0);
+    const uint32_t row = ok ? static_cast<uint32_t>(j) * s1 : 0u;
+    const float* __restrict__ r = base + row;  // kUnit: the lane's eyes at immediate offsets from here
 FLYCUDA_UNROLL
-    for (int k = 0; k < kConnectomeEyes; ++k) s[k] = s[k] + w * connectome_relu(row[kUnit ? 32 * k : eye[k]]);
+    for (int k = 0; k < K; ++k) s[k] = s[k] + w * connectome_relu(kUnit ? r[32 * k] : base[row + eye[k]]);
   }
 }
 
@@ -112,7 +117,7 @@ __global__ void connectome_step_kernel(const float* __restrict__ v, const float*
                                        const float* __restrict__ weight, const float* __restrict__ bias,
                                        const float* __restrict__ tau, float* __restrict__ out,
                                        const ConnectomePlan p) {
-  // t < chunks * 32 * N < 2^31 (the checks): 32-bit division.
+  // t < chunks * 32 * N < 2^31 and B < 2^31 - 256 (the checks): 32-bit indices.
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= p.threads()) return;
   const int32_t t32 = static_cast<int32_t>(t), N32 = static_cast<int32_t>(p.N);
@@ -124,13 +129,21 @@ __global__ void connectome_step_kernel(const float* __restrict__ v, const float*
   float s[kConnectomeEyes];
 FLYCUDA_UNROLL
   for (int k = 0; k < kConnectomeEyes; ++k) s[k] = 0.0f;
-  if (p.v_s0 == 1 && (chunk + 1) * static_cast<int64_t>(kConnectomeChunk) <= p.B) {  // warp-uniform
-    connectome_sums<true>(v, src, weight, p, b0, lo, hi, s);
+  // The chunk's eyes (warp-uniform): a whole chunk, else as few eyes a lane as cover its m eyes.
+  const int32_t m = static_cast<int32_t>(p.B) - chunk * kConnectomeChunk;
+  if (p.v_s0 == 1 && m >= kConnectomeChunk) {
+    connectome_sums<true, 8>(v, src, weight, p, b0, lo, hi, s);
+  } else if (m <= 32) {
+    connectome_sums<false, 1>(v, src, weight, p, b0, lo, hi, s);
+  } else if (m <= 64) {
+    connectome_sums<false, 2>(v, src, weight, p, b0, lo, hi, s);
+  } else if (m <= 128) {
+    connectome_sums<false, 4>(v, src, weight, p, b0, lo, hi, s);
   } else {
-    connectome_sums<false>(v, src, weight, p, b0, lo, hi, s);
+    connectome_sums<false, 8>(v, src, weight, p, b0, lo, hi, s);
   }
 FLYCUDA_UNROLL
-  for (int k = 0; k < kConnectomeEyes; ++k) {
+  for (int k = 0; k < kConnectomeEyes; ++k) {  // eyes past the K summed are past B: never written
     const int32_t b = b0 + 32 * k;
     if (b < p.B) out[b * p.out_s0 + n * p.out_s1] = connectome_update(v, stimulus, bias, tau, p, b, n, s[k]);
   }

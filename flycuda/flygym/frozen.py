@@ -106,16 +106,22 @@ class FrozenSimulation:
                      for k, v in (("position", act_ids), ("adhesion", adhesion_ids))}
 
     def _scatter(self, ids, inputs) -> None:
-        """FlyGym's scatter into the controls: one Warp launch, nothing allocated when ``inputs`` is a
-        Warp array (a graph may capture it)."""
+        """FlyGym's scatter into the controls: one Warp launch on Warp's current stream. A Warp array
+        or a device tensor is read where it is (a graph may capture it); host values are copied to
+        the device first (outside a capture only)."""
         import warp as wp  # noqa: PLC0415
 
         from ._warp_kernels import scatter_indexed_cols_2d  # noqa: PLC0415  (imports Warp)
 
         ctrl = self.mjw_data.ctrl
-        if not isinstance(inputs, wp.array):
+        if isinstance(inputs, torch.Tensor) and inputs.device.type != "cpu":
+            inputs = wp.from_torch(inputs.detach().to(torch.float32))
+        elif not isinstance(inputs, wp.array):
             inputs = wp.array(np.asarray(inputs.cpu() if isinstance(inputs, torch.Tensor) else inputs, np.float32),
                               dtype=wp.float32, device=ctrl.device)
+        if tuple(inputs.shape) != (self.n_worlds, ids.size):
+            raise FlyGymError(f"inputs must be [n_worlds, {ids.size}] = [{self.n_worlds}, {ids.size}], got "
+                              f"{list(inputs.shape)}")
         wp.launch(scatter_indexed_cols_2d, dim=(self.n_worlds, ids.size), inputs=[inputs, ctrl, ids],
                   device=ctrl.device)
 

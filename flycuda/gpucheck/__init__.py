@@ -31,29 +31,30 @@ saying so, and the rest (environment, self-test, replay) runs. It writes
 dated section into ``--results`` (default: bench/RESULTS.md in a checkout, else
 RESULTS.md in the output folder); it ends with PASS or FAIL (exit status 0 or 1).
 Without a GPU it says so in one line and exits 1. ``--quick`` sizes the plan for a short
-lease and ``--only GROUPS`` runs some groups of steps alone (a lease split over calls).
+lease and ``--only GROUPS`` runs some groups of steps alone (a lease split over calls);
+``--dry-run`` lists the steps without running any.
+
+Its rooms: this module (the plan, the report, the entry), :mod:`.machine` (the environment it
+reports, the toolkit's tools), :mod:`.steps` (a step and its runner), :mod:`.benches` (the benchmark
+steps) and :mod:`.lease` (issue 53's device script: NeuroMechFly on the GPU).
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import datetime
-import importlib.util
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 import torch
 
 import flycuda
 
-from .._buildcfg import cuda_version, find_cuda_home
-from ..driver import driver_cuda
 from ..errors import installed
 from . import lease
+from .benches import TERRAIN_MODELS, benchmarks, no_connectome  # noqa: F401  (re-exported)
+from .machine import compute_sanitizer, cuda_runtime_version, environment, find_nvcc  # noqa: F401  (re-exported)
 from .steps import GRACE_S, Outcome, Step, judge, log_name, run_step, run_with_grace  # noqa: F401  (re-exported)
 
 HERE = os.path.dirname(os.path.abspath(__file__))   # flycuda/gpucheck
@@ -73,8 +74,6 @@ SANITIZER_TOOLS = {"memcheck": ("oob", "Invalid __global__ write"),
                    "initcheck": ("uninit", "Uninitialized __global__ memory read")}
 # What ``--only`` takes: each step belongs to one group.
 GROUPS = ("tests", "sanitizer", "selftest", "replay", "bench", "control", "ppo", "vision", "terrain") + lease.GROUPS
-TERRAIN_MODELS = os.path.join(".devstage", "terrain")
-"""Where a checkout keeps the terrains' worlds for bench_terrain without FlyGym (its ``--export``)."""
 HANG_S = 120     # with xdist: a test still running after this long ends its worker (named, with its stack)
 QUICK_SAMPLE = 16  # --quick: the sanitizers run every 16th case of each op test function
 NEEDS_CHECKOUT = "needs a flycuda checkout (tests/ and bench/ are not installed with the package)"
@@ -85,92 +84,6 @@ def checkout_root(root: str = ROOT) -> str | None:
     to the package), else None (an installed package)."""
     ok = all(os.path.isdir(os.path.join(root, d)) for d in ("tests", "bench"))
     return root if ok else None
-
-
-def environment() -> dict:
-    """GPU, driver, CUDA runtime, torch, warp, mujoco-warp and flycuda's build."""
-
-    env = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "python": sys.version.split()[0], "torch": torch.__version__,
-           "torch_cuda_compiled": torch.version.cuda,
-           "flycuda": flycuda.__version__, "flycuda_build": flycuda.build_info(),
-           "flycuda_cuda_kernels": flycuda.has_cuda_ops()}
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        env["gpu"] = f"{props.name} (sm_{props.major}{props.minor}, {props.total_memory / 2**30:.0f} GiB)"
-        env["gpus"] = torch.cuda.device_count()
-    env["cuda_runtime"] = cuda_runtime_version()
-    env["cuda_driver"] = driver_cuda()
-    env["driver"] = _nvidia_smi("driver_version")
-    for mod in ("warp", "mujoco", "mujoco_warp"):
-        try:
-            env[mod] = getattr(__import__(mod), "__version__", "?")
-        except Exception as e:  # noqa: BLE001 - missing is a fact to report
-            env[mod] = f"not importable ({type(e).__name__})"
-    env["compute_sanitizer"] = compute_sanitizer()
-    return env
-
-
-def _loaded_library(stem: str) -> str | None:
-    """Path of a shared library this process has loaded whose name starts with
-    ``stem`` (e.g. the libcudart torch loaded), from /proc/self/maps."""
-    try:
-        with open("/proc/self/maps") as f:
-            for ln in f:
-                path = ln.split()[-1] if ln.strip() else ""
-                if os.path.basename(path).startswith(stem):
-                    return path
-    except OSError:
-        pass
-    return None
-
-
-def cuda_runtime_version(lib: str | None = None) -> str:
-    """The CUDA runtime's own version (cudaRuntimeGetVersion of the libcudart that torch
-    loaded, else the system's), not the version torch was compiled with."""
-    import torch  # noqa: F401, PLC0415  (loads torch's libcudart where it ships one)
-
-    for cand in ([lib] if lib else [_loaded_library("libcudart"), "libcudart.so", "libcudart.so.13",
-                                    "libcudart.so.12"]):
-        if not cand:
-            continue
-        try:
-            rt = ctypes.CDLL(cand)
-        except OSError:
-            continue
-        v = ctypes.c_int(0)
-        if rt.cudaRuntimeGetVersion(ctypes.byref(v)) == 0 and v.value > 0:
-            return f"{cuda_version(v.value)} ({os.path.basename(cand)})"
-    return "unknown (no libcudart could be loaded)"
-
-
-def _nvidia_smi(field: str) -> str:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return "unknown (no nvidia-smi)"
-    try:
-        out = subprocess.run([exe, f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30)
-        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def find_nvcc() -> str | None:
-    """The toolkit's nvcc (PATH, else the CUDA toolkit), or None."""
-    home = find_cuda_home()
-    cand = os.path.join(home, "bin", "nvcc") if home else None
-    return cand if cand and os.path.isfile(cand) else shutil.which("nvcc")
-
-
-def compute_sanitizer() -> str | None:
-    """Path of compute-sanitizer (PATH, else the CUDA toolkit), or None."""
-    exe = shutil.which("compute-sanitizer")
-    home = find_cuda_home()
-    if not exe and home:
-        cand = os.path.join(home, "bin", "compute-sanitizer")
-        exe = cand if os.path.isfile(cand) else None
-    return exe
 
 
 def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
@@ -230,67 +143,11 @@ def plan(out_dir: str, python: str = sys.executable, have_warp: bool = True,
                         no_terrain="" if have_flygym or staged else
                         f"FlyGym is not installed and no terrain worlds are staged in {TERRAIN_MODELS} (where FlyGym "
                         f"is: python bench/bench_terrain.py --export {TERRAIN_MODELS})", out_dir=out_dir)
-    steps += lease.steps(python, out_dir, no_warp=no_warp, no_tests=no_tests, no_connectome=_no_connectome())
+    steps += lease.steps(python, out_dir, no_warp=no_warp, no_tests=no_tests, no_connectome=no_connectome())
     if root:
         for st in steps:
             st.cwd = root
     return steps
-
-
-def _no_connectome() -> str:
-    """Why bench_connectome cannot run here ("" when it can): it needs flyvis's connectome file,
-    named by $FLYCUDA_CONNECTOME or in an installed flyvis (flycuda.vision.connectome.connectome_file
-    looks there too; gpu-check does not import that layer)."""
-    named = os.environ.get("FLYCUDA_CONNECTOME")
-    if (named and os.path.isfile(named)) or (not named and importlib.util.find_spec("flyvis") is not None):
-        return ""
-    return "no flyvis connectome file (install flyvis with --no-deps, or set FLYCUDA_CONNECTOME)"
-
-
-def benchmarks(python: str, quick: bool, no_warp: str, no_tests: str, no_flygym: str, no_terrain: str = "",
-               out_dir: str = "out") -> list[Step]:
-    """The benchmark steps (one size each when ``quick``), the PPO curve, the eyes and the
-    controllers on FlyGym's terrains (NeuroMechFly v2's Fig. 3; FlyGym's own loop is the CPU
-    run's anchor, not run here)."""
-    def pick(full: str, short: str) -> list[str]:  # "100 1000" -> ["100", "1000"]
-        return (short if quick else full).split()
-
-    py = [python]
-    limit = {"timeout": 150.0} if quick else {}
-    return [
-        Step("bench_ops", py + ["bench/bench_ops.py", "--device", "cuda", "--worlds", *pick("100 1000 4096", "4096"),
-                                "--steps", *pick("500", "200"), "--repeats", *pick("3", "2"), "--no-record"]
-             + (["--no-warp"] if no_warp else []), skip=no_tests, group="bench", **limit),
-        Step("bench_control", py + ["bench/bench_control.py", "--device", "cuda", "--worlds", *pick("1024 4096", "4096"),
-                                    "--steps", *pick("500", "200"), "--repeats", *pick("3", "2"), "--no-results"],
-             skip=no_tests, group="control", **limit),
-        Step("bench_replay", py + ["bench/bench_replay.py", "--device", "cuda", "--worlds", *pick("100 1000", "1000"),
-                                   "--steps", *pick("200", "100"), "--repeats", *pick("2", "1"), "--no-record"],
-             skip=no_warp or no_tests, group="bench", **limit),
-        Step("bench_render", py + ["bench/bench_render.py", "--device", "cuda", "--worlds", *pick("100 1000", "1000"),
-                                   "--sizes", *pick("64x64 320x240", "64x64"), "--frames", *pick("5", "3"),
-                                   "--repeats", *pick("2", "1"), "--no-record"], skip=no_warp or no_tests, group="bench", **limit),
-        Step("bench_env", py + ["bench/bench_env.py", "--device", "cuda", "--worlds", *pick("1024 4096", "4096"),
-                                "--steps", *pick("50", "20"), "--rounds", *pick("3", "1"), "--no-results"],
-             skip=no_warp or no_tests, group="bench", **limit),
-        Step("bench_odor", py + ["bench/bench_odor.py", "--device", "cuda", "--gpu-worlds", *pick("1024 4096", "4096"),
-                                 "--steps", *pick("500", "200"), "--repeats", *pick("3", "2"), "--no-results"],
-             skip=no_tests, group="bench", **limit),
-        Step("bench_connectome", py + ["bench/bench_connectome.py", "--gpu-flies", *pick("4096", "1024"),
-                                       "--repeats", *pick("3", "2"), "--no-results"],
-             skip=no_tests or _no_connectome(), group="bench", **limit),
-        Step("PPO on flycuda.env (a learning curve)",
-             py + ["examples/ppo.py", "--task", "imitate", "--worlds", "4096", "--iterations", *pick("30", "5"),
-                   "--device", "cuda"], skip=no_warp or no_tests, group="ppo"),
-        Step("bench_vision", py + ["bench/bench_vision.py", "--device", "cuda", "--worlds", "1000", "8192",
-                                   "--frames", "3", "--repeats", "2", "--hex", "", "--no-record"],
-             skip=no_warp or no_tests or no_flygym, env={"MUJOCO_GL": "osmesa"}, group="vision"),
-        Step("bench_terrain", py + ["bench/bench_terrain.py", "--device", "cuda", "--worlds", *pick("1000", "256"),
-                                    "--seconds", *pick("1.5", "0.2"), *(["--terrains", "flat,mixed"] if quick else []),
-                                    "--anchor", "0", "--models", TERRAIN_MODELS,
-                                    "--plot", os.path.join(out_dir, "bench_terrain.png"), "--no-results"],
-             skip=no_warp or no_tests or no_terrain, group="terrain"),
-    ]
 
 
 def select(steps: list[Step], only: list[str] | None) -> list[Step]:

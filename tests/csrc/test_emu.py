@@ -1231,7 +1231,8 @@ def test_connectome_step(sanitizer):
     target only) and a row past the edges stops at E."""
     args = [connectome_args(5, 301, 7, 8, "node_major", seed=1), connectome_args(2, 37, 5, 3, "strided", seed=2),
             connectome_args(1, 1, 1, 1, seed=3), connectome_args(3, 64, 64, 0, seed=4),
-            connectome_args(300, 9, 3, 2, "node_major", seed=6)]  # a whole chunk of 256 eyes, then 44
+            connectome_args(300, 9, 3, 2, "node_major", seed=6),  # a whole chunk of 256 eyes, then 44 (2 a lane)
+            connectome_args(100, 7, 7, 1, "strided", seed=7), connectome_args(200, 6, 3, 2, seed=8)]  # 4, 8 a lane
     expected = []
     for a in args:
         cpu = clone_args(a)

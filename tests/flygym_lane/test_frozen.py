@@ -144,3 +144,23 @@ def test_a_frozen_variant_holds_the_world_facts_and_meshes(folder):
     with np.load(folder / frozen.CLIP) as clip:
         assert clip["angles64"].shape[1] == 42 and clip["targets"].dtype == np.float32 and clip["clip_frames"] > 100
     assert (folder / frozen.RETINA).is_file() and not list(folder.glob("*.part"))
+
+
+def test_the_frozen_simulation_scatters_as_flygyms_and_checks_the_shape(no_flygym):
+    """set_actuator_inputs writes FlyGym's columns from a tensor, an array or a Warp array;
+    another shape is refused in one line, the controls untouched."""
+    import warp as wp
+
+    from flycuda import flygym as fg
+
+    setup = fg.Setup("neuromechfly", WORLDS, device="cpu")
+    ctrl = setup.sim.view("ctrl")
+    x = torch.rand(WORLDS, 42)
+    for given in (x, x.numpy(), wp.from_torch(x)):
+        ctrl.zero_()
+        setup.gpu_sim.set_actuator_inputs(setup.fly.name, "position", given)
+        assert torch.equal(ctrl[:, setup.act_ids.long()], x)
+    before = ctrl.clone()
+    with pytest.raises(fg.FlyGymError, match=r"inputs must be \[n_worlds, 42\] = \[3, 42\], got \[3, 41\]"):
+        setup.gpu_sim.set_actuator_inputs(setup.fly.name, "position", x[:, :41])
+    assert torch.equal(ctrl, before)
