@@ -18,7 +18,6 @@ the warm-up (into a gap), *stuck* when it is not fallen and walked forward (x) a
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import tarfile
 import time
@@ -80,22 +79,14 @@ def _flygym_setup(terrain: str):
 def export(models: str, terrains: list[str]) -> None:
     """Writes each terrain's world as GPUSimulation compiles it (its MJCF, the meshes named by
     their file names, xz) into ``models``."""
+    from flycuda.flygym.freeze import world_files, write_tar
+
     os.makedirs(models, exist_ok=True)
     for terrain in terrains:
         spec = _flygym_setup(terrain).world.mjcf_root  # GPUSimulation stripped what MuJoCo Warp lacks
-        xml, meshes = spec.to_xml(), {}
-        for mesh in spec.meshes:  # absolute paths into FlyGym's assets: the files by their names
-            path = mesh.file if os.path.isabs(mesh.file) else os.path.join(spec.modelfiledir, spec.meshdir, mesh.file)
-            meshes[os.path.basename(path)] = path
-            xml = xml.replace(f'file="{mesh.file}"', f'file="{os.path.basename(path)}"')
+        xml, meshes = world_files(spec)  # the meshes named by their file names
         path = model_file(models, terrain)
-        with tarfile.open(path + ".part", "w:xz") as tar:
-            for name, data in [("world.xml", xml.encode())] + [(n, open(f, "rb").read())
-                                                                        for n, f in meshes.items()]:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        os.replace(path + ".part", path)  # nothing half-written under the final name
+        write_tar(path, [("world.xml", xml.encode())] + list(meshes.items()))  # whole, then renamed
         print(f"{path}: {os.path.getsize(path) / 2**20:.1f} MiB")
 
 

@@ -20,10 +20,10 @@ from .bridge import TIMESTEP, Setup, dof_names
 from .frozen import CLIP, MESHES, RETINA, VARIANTS, variant
 from .spotlight import clip_frames, flygym_targets, spotlight
 
-__all__ = ["freeze"]
+__all__ = ["freeze", "world_files", "write_tar"]
 
 
-def _world_files(spec) -> tuple[str, dict]:
+def world_files(spec) -> tuple[str, dict]:
     """The world's MJCF with its meshes named by their file names, and those files' bytes."""
     xml, meshes = spec.to_xml(), {}
     for mesh in spec.meshes:  # absolute paths into FlyGym's assets: the files by their names
@@ -77,18 +77,18 @@ def freeze(out: str, variants=None, progress: bool = True) -> list[str]:
         if not paths:
             _write_clip(out, setup.fly)
             _write_retina(out)
-        xml, files = _world_files(setup.world.mjcf_root)
+        xml, files = world_files(setup.world.mjcf_root)
         meshes.update(files)
         path = os.path.join(out, variant(name, vision, terrain, locomotion))
-        _write_tar(path, [("world.xml", xml.encode()), ("facts.json", json.dumps(_facts(setup)).encode())])
+        write_tar(path, [("world.xml", xml.encode()), ("facts.json", json.dumps(_facts(setup)).encode())])
         paths.append(path)
         if progress:
             print(f"{path}: {os.path.getsize(path) / 2**10:.0f} KiB", flush=True)
-    _write_tar(os.path.join(out, MESHES), sorted(meshes.items()))  # the variants' meshes, once
+    write_tar(os.path.join(out, MESHES), sorted(meshes.items()))  # the variants' meshes, once
     return paths
 
 
-def _write_tar(path: str, members: list) -> None:
+def write_tar(path: str, members: list) -> None:
     """An xz tar of ``members`` (name, bytes), written whole, then renamed."""
     with tarfile.open(path + ".part", "w:xz") as tar:
         for member, data in members:

@@ -59,11 +59,16 @@ def folder() -> str | None:
     return path if path and os.path.isdir(path) else None
 
 
+def _in_folder(file_name: str) -> str | None:
+    """``$FLYCUDA_NEUROMECHFLY/file_name`` when that file is there, else None."""
+    root = folder()
+    path = os.path.join(root, file_name) if root else None
+    return path if path and os.path.isfile(path) else None
+
+
 def frozen(name: str, vision: bool = False, terrain: str = "flat", locomotion: bool = False) -> str | None:
     """The frozen variant's path when ``$FLYCUDA_NEUROMECHFLY`` holds it, else None."""
-    root = folder()
-    path = os.path.join(root, variant(name, vision, terrain, locomotion)) if root else None
-    return path if path and os.path.isfile(path) else None
+    return _in_folder(variant(name, vision, terrain, locomotion))
 
 
 def require(name: str, vision: bool = False, terrain: str = "flat", locomotion: bool = False) -> str:
@@ -193,6 +198,4 @@ def clip_frames() -> int:
 
 def retina() -> str | None:
     """The frozen retina's path (``$FLYCUDA_NEUROMECHFLY/retina.npz``), or None."""
-    root = folder()
-    path = os.path.join(root, RETINA) if root else None
-    return path if path and os.path.isfile(path) else None
+    return _in_folder(RETINA)

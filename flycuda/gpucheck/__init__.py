@@ -203,15 +203,20 @@ def default_results(out_dir: str, root: str | None) -> str:
     return os.path.join(root, "bench", "RESULTS.md") if root else os.path.join(out_dir, "RESULTS.md")
 
 
+def _plan_here(out_dir: str, root: str | None, have_warp: bool, sanitizer: str | None, quick: bool) -> list[Step]:
+    """:func:`plan` for this machine: its toolkit's nvcc, FlyGym and pytest-xdist as installed."""
+    return plan(out_dir, have_warp=have_warp, sanitizer=sanitizer, root=root, nvcc=find_nvcc(),
+                have_flygym=sys.version_info >= (3, 12) and installed("flygym"), quick=quick,
+                xdist=installed("xdist"))
+
+
 def dry_run(out_dir: str, quick: bool = False, only: list[str] | None = None) -> int:
     """Prints the steps ``only`` selects (all by default), each with its limit, its command and
     why it would be skipped here, without running any (no GPU needed); 1 when a step's script
     is missing from the checkout."""
     root = checkout_root()
-    have_warp = installed("mujoco_warp") and installed("warp")
-    steps = select(plan(out_dir, have_warp=have_warp, sanitizer=compute_sanitizer(), root=root, nvcc=find_nvcc(),
-                        have_flygym=sys.version_info >= (3, 12) and installed("flygym"), quick=quick,
-                        xdist=installed("xdist")), only)
+    steps = select(_plan_here(out_dir, root, installed("mujoco_warp") and installed("warp"), compute_sanitizer(),
+                              quick), only)
     missing = []
     for step in steps:
         script = next((a for a in step.argv[1:3] if a.endswith(".py")), None)
@@ -251,11 +256,7 @@ def main(out_dir: str | None = None, results_md: str | None = None, quick: bool 
     print("\n".join(f"{k:22s} {v}" for k, v in env.items()), flush=True)
     have_warp = not str(env.get("mujoco_warp", "")).startswith("not importable")
     outcomes = []
-
-    have_flygym = sys.version_info >= (3, 12) and installed("flygym")
-    steps = plan(out_dir, have_warp=have_warp, sanitizer=env["compute_sanitizer"], root=root, nvcc=find_nvcc(),
-                 have_flygym=have_flygym, quick=quick, xdist=installed("xdist"))
-    for step in select(steps, only):
+    for step in select(_plan_here(out_dir, root, have_warp, env["compute_sanitizer"], quick), only):
         print(f"gpu-check: {step.name} ...", flush=True)
         o = run_step(step, live_dir=out_dir)
         print(f"gpu-check: {step.name}: {o.status.upper()} ({o.seconds:.0f} s) {o.summary}", flush=True)
