@@ -17,7 +17,8 @@
 # PATH or under pyenv), latest otherwise; FLYCUDA_LANE=flygym|latest picks it.
 #
 # Environment: FLYCUDA_LANE, FLYCUDA_BASE_PYTHON (the interpreter the venv is
-# made from), FLYCUDA_VENV (the venv folder), CUDA_HOME (default: found by
+# made from), FLYCUDA_VENV (the venv folder), FLYCUDA_UV (a uv binary that installs the
+# dependencies instead of pip: CI: .ci/tools), CUDA_HOME (default: found by
 # flycuda/_buildcfg.py: CUDA_PATH, the toolkit holding nvcc, /usr/local/cuda),
 # FLYCUDA_FORCE_CUDA=1 / FLYCUDA_FORCE_CPU=1 (see setup.py),
 # TORCH_CUDA_ARCH_LIST (default 8.0;8.6;8.9;9.0+PTX when no GPU is visible).
@@ -63,6 +64,16 @@ else
     *) echo "run.sh: FLYCUDA_LANE must be flygym or latest, got '$LANE'" >&2; exit 2 ;;
   esac
   PY="$VENV/bin/python"
+  install() {  # pip install into the venv; with FLYCUDA_UV=/path/to/uv, uv installs (CI: .ci/tools)
+    if [ -z "${FLYCUDA_UV:-}" ]; then "$PY" -m pip install "$@"; return; fi
+    # uv reads no pip.conf: it gets this machine's pip constraint and local wheels, as pip would
+    local conf c f
+    conf="$("$PY" -m pip config list 2>/dev/null || true)"  # (`pip config get` misses /etc/xdg's keys)
+    c="$(echo "$conf" | sed -n "s/^global\.constraint='\(.*\)'$/\1/p")"
+    f="$(echo "$conf" | sed -n "s/^global\.find-links='\(.*\)'$/\1/p")"
+    UV_CONSTRAINT="${UV_CONSTRAINT:-$c}" UV_FIND_LINKS="${UV_FIND_LINKS:-$f}" \
+      "$FLYCUDA_UV" pip install --python "$PY" "$@"
+  }
   if [ ! -x "$PY" ]; then
     echo "run.sh: creating $VENV ($LANE lane, Python $(py_minor "$BASE"))" >&2
     "$BASE" -m venv "$VENV"
@@ -71,10 +82,10 @@ else
   EXTRA=""  # the FlyGym lane's test-only flyvis, without its unused dependencies (--no-deps)
   [ "$LANE" = flygym ] && EXTRA=requirements-flyvis.txt
   if ! cat "$REQS" requirements.txt $EXTRA | cmp -s - "$stamp"; then
-    echo "run.sh: installing dependencies ($REQS${EXTRA:+, $EXTRA})" >&2
-    "$PY" -m pip install -q --upgrade pip setuptools wheel
-    "$PY" -m pip install -q -r "$REQS"
-    [ -z "$EXTRA" ] || "$PY" -m pip install -q --no-deps -r "$EXTRA"
+    echo "run.sh: installing dependencies ($REQS${EXTRA:+, $EXTRA}${FLYCUDA_UV:+, with uv})" >&2
+    install -q --upgrade pip setuptools wheel
+    install -q -r "$REQS"
+    [ -z "$EXTRA" ] || install -q --no-deps -r "$EXTRA"
     cat "$REQS" requirements.txt $EXTRA > "$stamp"
   fi
 fi
@@ -97,10 +108,15 @@ export MAX_JOBS="${MAX_JOBS:-$(nproc)}"
 # One abi3 extension (PyTorch's stable ABI) serves every lane's Python and torch.
 so="flycuda/_C.abi3.so"
 [ -f "$so" ] || so=""
-if ! "$PY" -m pip show -q flycuda >/dev/null 2>&1 || [ -z "$so" ]; then
+stale() { [ -n "$(find csrc setup.py flycuda/_buildcfg.py -newer "$so" -type f | head -n1)" ] || ! "$PY" flycuda/_buildcfg.py --matches; }
+if ! "$PY" -m pip show -q flycuda >/dev/null 2>&1 && [ -n "$so" ] && ! stale; then
+  # another lane built it here already, for the archs this one asks for: register, don't compile
+  echo "run.sh: registering flycuda (pip install -e .; the abi3 flycuda._C built here serves this lane too)" >&2
+  FLYCUDA_NO_BUILD=1 "$PY" -m pip install -q --no-index --no-build-isolation --no-deps -e .
+elif ! "$PY" -m pip show -q flycuda >/dev/null 2>&1 || [ -z "$so" ]; then
   echo "run.sh: building flycuda (pip install --no-build-isolation -e .)" >&2
   "$PY" -m pip install -q --no-index --no-build-isolation --no-deps -e .
-elif [ -n "$(find csrc setup.py flycuda/_buildcfg.py -newer "$so" -type f | head -n1)" ] || ! "$PY" flycuda/_buildcfg.py --matches; then
+elif stale; then
   echo "run.sh: csrc/ changed (or another build is asked for: archs, CPU/CUDA), rebuilding flycuda._C" >&2
   "$PY" setup.py -q build_ext --inplace
 fi

@@ -1255,11 +1255,16 @@ def test_connectome_step(sanitizer):
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
 
-def test_cases_execute_every_kernel_line():
+def test_cases_execute_every_kernel_line(request):
     """Runs last: the "cov" runs above must have executed every line of csrc/kernels/*.cuh
-    (the renderer's device code included: kernels/render/*.h)."""
+    (the renderer's device code included: kernels/render/*.h). Where this file's tests are
+    split over workers (--dist load), it runs after them, alone (.ci/run does)."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 and request.config.getoption("dist") != "loadfile":
+        pytest.skip("this file's tests are split over workers: run this check after them, alone")
     missed = emu.line_coverage()
     if not missed:
+        if os.environ.get("CI"):
+            pytest.fail("no coverage counters: the cov-parametrized tests did not run before this check")
         pytest.skip("no coverage counters: run the whole file (the cov-parametrized tests first)")
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
                  "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh", "kernels/rule_step.cuh",

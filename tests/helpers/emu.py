@@ -56,24 +56,46 @@ def _sources() -> list[str]:
     return files
 
 
-_fresh_coverage: set = set()
-
-
-def build(sanitizer: str, program: str = "emu_main", cxx: str | None = None) -> str:
-    """Compiles csrc/emu/<program>.cpp (the driver ``emu_main``, or ``selftest``) with
-    ``sanitizer`` ("asan" or "tsan"); returns the executable's path."""
+def _exe(sanitizer: str, program: str, cxx: str | None) -> tuple[str, list[str], str]:
+    """(compiler, flags, executable path): the path is keyed by a hash of both and the sources."""
     cxx = cxx or os.environ.get("CXX") or "g++"
     flags = FLAGS + SANITIZERS[sanitizer]
     h = hashlib.sha256(" ".join([cxx] + flags).encode())
     for path in _sources():
         with open(path, "rb") as f:
             h.update(f.read())
-    out_dir = os.path.join(ROOT, "build", "emu", h.hexdigest()[:16])
-    exe = os.path.join(out_dir, f"flycuda_{program}_{sanitizer}")
-    if sanitizer == "cov" and (out_dir, program) not in _fresh_coverage:  # counts from this process only
+    return cxx, flags, os.path.join(ROOT, "build", "emu", h.hexdigest()[:16], f"flycuda_{program}_{sanitizer}")
+
+
+def _test_run() -> str:
+    """This test run: the same in every pytest-xdist worker of one run, new in the next run."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+
+
+def _fresh_counters(out_dir: str, program: str) -> None:
+    """Deletes the gcov counters of earlier runs, once per test run: the workers of one
+    run (CI splits the emulator's tests over both cores) add their counts to the same files."""
+    import fcntl
+
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f".{program}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        marker = os.path.join(out_dir, f".{program}.run")
+        if os.path.exists(marker) and open(marker).read() == _test_run():
+            return
         for f in glob.glob(os.path.join(out_dir, f"*{program}*.gcda")):
             os.remove(f)
-        _fresh_coverage.add((out_dir, program))
+        with open(marker, "w") as f:
+            f.write(_test_run())
+
+
+def build(sanitizer: str, program: str = "emu_main", cxx: str | None = None) -> str:
+    """Compiles csrc/emu/<program>.cpp (the driver ``emu_main``, or ``selftest``) with
+    ``sanitizer`` ("asan" or "tsan"); returns the executable's path."""
+    cxx, flags, exe = _exe(sanitizer, program, cxx)
+    out_dir = os.path.dirname(exe)
+    if sanitizer == "cov":  # counts from this test run only
+        _fresh_counters(out_dir, program)
     if not os.path.exists(exe):
         os.makedirs(out_dir, exist_ok=True)
         tmp = exe + f".tmp{os.getpid()}"
@@ -87,8 +109,9 @@ def build(sanitizer: str, program: str = "emu_main", cxx: str | None = None) -> 
 
 def line_coverage(program: str = "emu_main") -> dict[str, list[tuple[int, str]]]:
     """After runs of the "cov" build: for each csrc/ source the program compiled, its
-    lines that never ran ([(line number, text)]); empty lists mean every line ran."""
-    out_dir = os.path.dirname(build("cov", program))
+    lines that never ran ([(line number, text)]); empty lists mean every line ran.
+    It reads the counters of the last test run that used the "cov" build, resetting nothing."""
+    out_dir = os.path.dirname(_exe("cov", program, None)[2])
     gcda = glob.glob(os.path.join(out_dir, f"*{program}*.gcda"))
     if not gcda:
         return {}
@@ -200,3 +223,12 @@ def run(cases: list[Case], sanitizer: str = "asan", timeout: float = 600) -> lis
         return cases
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":  # .ci/run: `python tests/helpers/emu.py asan tsan cov` builds them, two at a time
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        for exe in pool.map(build, sys.argv[1:]):
+            print("emu: built", os.path.relpath(exe, ROOT))
