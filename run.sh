@@ -114,8 +114,11 @@ if ! "$PY" -m pip show -q flycuda >/dev/null 2>&1 && [ -n "$so" ] && ! stale; th
   echo "run.sh: registering flycuda (pip install -e .; the abi3 flycuda._C built here serves this lane too)" >&2
   FLYCUDA_NO_BUILD=1 "$PY" -m pip install -q --no-index --no-build-isolation --no-deps -e .
 elif ! "$PY" -m pip show -q flycuda >/dev/null 2>&1 || [ -z "$so" ]; then
-  echo "run.sh: building flycuda (pip install --no-build-isolation -e .)" >&2
-  "$PY" -m pip install -q --no-index --no-build-isolation --no-deps -e .
+  # built in place (build/, where later builds find its objects: an editable install would
+  # build in a temporary folder), then registered (pip install -e .: the `flycuda` command)
+  echo "run.sh: building flycuda (setup.py build_ext --inplace; pip install --no-build-isolation -e .)" >&2
+  "$PY" setup.py -q build_ext --inplace
+  FLYCUDA_NO_BUILD=1 "$PY" -m pip install -q --no-index --no-build-isolation --no-deps -e .
 elif stale; then
   echo "run.sh: csrc/ changed (or another build is asked for: archs, CPU/CUDA), rebuilding flycuda._C" >&2
   "$PY" setup.py -q build_ext --inplace

@@ -92,7 +92,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # hands a worker a file at a time (--dist loadfile) in this order, and a run that ends on one of
 # them keeps the other core idle for minutes.
 HEAVY_FIRST = ("tests/package/test_notebooks.py", "tests/env/test_settle.py", "tests/flygym_lane/test_resume_fly.py",
-               "tests/flygym_lane/test_connectome_env.py", "tests/replay/test_resume.py", "tests/control/test_control.py",
+               "tests/flygym_lane/test_connectome_env.py", "tests/replay/test_resume.py", "tests/cli/test_rollout.py",
+               "tests/control/test_control.py",
                "tests/sim/test_determinism.py", "tests/package/test_benches.py", "tests/env/test_descending.py",
                "tests/control/test_rules.py", "tests/vision/test_vision.py", "tests/flygym_lane/test_flygym.py",
                "tests/flygym_lane/test_connectome_flyvis.py", "tests/env/test_terrain.py", "tests/package/test_dev.py",

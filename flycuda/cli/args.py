@@ -7,7 +7,8 @@ import argparse
 import ast
 import math
 
-__all__ = ["positive_int", "positive_float", "nonnegative_float", "size", "offsets", "task_option", "add_store_options"]
+__all__ = ["positive_int", "positive_float", "nonnegative_float", "size", "offsets", "task_option", "add_store_options",
+           "resumed_args"]
 
 
 def positive_int(s: str) -> int:
@@ -72,3 +73,31 @@ def add_store_options(parser, record_help: str) -> None:
     """``--record OUT.zarr`` (what goes into the store: ``record_help``) and ``--overwrite``."""
     parser.add_argument("--record", default=None, metavar="OUT.zarr", help=record_help)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --record store")
+
+
+def resumed_args(args, parser: argparse.ArgumentParser, command: str, error: type) -> argparse.Namespace:
+    """``flycuda COMMAND --resume STORE``: the options the store's run was started with (the
+    command line the store keeps), parsed by ``parser`` (``COMMAND``'s alone), with ``--resume``
+    and this command's ``--no-progress``. Any other option given is refused, as is a store
+    another command wrote or that was itself a resume (``error``: the command's error class)."""
+    from ..errors import RecordingError, StoreError  # noqa: PLC0415
+    from ..recording.reader import Recording  # noqa: PLC0415  (zarr: only a resume needs it)
+
+    defaults = vars(parser.parse_args([command]))
+    given = [f"--{k.replace('_', '-')}" if k != "task" else repr(v) for k, v in vars(args).items()
+             if k not in ("resume", "no_progress", "run", "command") and v != defaults.get(k)]
+    if given:
+        raise error(f"--resume takes the settings the store was recorded with; drop {', '.join(given)}")
+    try:
+        stored = list(Recording.open(args.resume).info.get("command") or [])
+    except (RecordingError, StoreError) as e:
+        raise error(f"cannot resume {args.resume}: {e}") from None
+    if command not in stored:
+        raise error(f"cannot resume {args.resume}: it was not written by flycuda {command} (its command: "
+                    f"{' '.join(stored) or 'none'})")
+    old = stored[stored.index(command) + 1:]
+    if "--resume" in old:  # resumed before: the command of the run it resumed is the same store's
+        raise error(f"cannot resume {args.resume}: its command is itself a --resume")
+    parsed = parser.parse_args([command, *old])
+    parsed.resume, parsed.no_progress, parsed.overwrite = args.resume, args.no_progress, False
+    return parsed

@@ -3,25 +3,28 @@ its observations, actions and rewards streamed into a store, a report of what ha
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import inspect
 import json
-import math
 import os
-import time
 
 import torch
 from tqdm import tqdm
 
 from ..env import ACTIONS, TASKS, TERRAINS, body_length, make
-from ..errors import EnvError
+from ..errors import EnvError, RecordingError
 from ..recording import LoopRecorder
 from ..recording.observables import Observable, resolve
+from ..recording.recorder import CHUNK_BYTES
 from ..render.frames import VIDEO_FPS
 from ..replay.playback import render_recording
+from ..replay.snapshot import remove_snapshots, snapshot_dir
+from ..sim import preempt
 from ..vision.stage import readouts_observable
 from ..worlds import NAMED_MODELS
-from .args import add_store_options, positive_float, positive_int, size, task_option
+from .args import add_store_options, positive_float, positive_int, resumed_args, size, task_option
+from .rollout import RandomPolicy, Rollout, fingerprint, resume_point
 
 __all__ = ["add_parser", "run", "load_policy"]
 
@@ -31,7 +34,7 @@ def add_parser(sub) -> None:
     e = sub.add_parser("env", help="run a policy in every world of a batched fly environment (flycuda.env)",
                        description="Runs a policy in N worlds of a flycuda.env task (gymnasium's vector API, every "
                                    "world's control step on the device) and prints what happened.")
-    e.add_argument("task", choices=list(TASKS), help="the task (flycuda.env.tasks)")
+    e.add_argument("task", nargs="?", choices=list(TASKS), help="the task (flycuda.env.tasks)")
     e.add_argument("--worlds", type=positive_int, default=16, help="number of worlds (default 16)")
     e.add_argument("--policy", default="random",
                    help="random (uniform in the action space: the actuators' ranges, or their joints' where an "
@@ -66,6 +69,9 @@ def add_parser(sub) -> None:
                    help="FlyGym's world the flies walk on (not flat: neuromechfly; each world's spawn jittered)")
     add_store_options(e, "a zarr store: observations, actions, rewards and the episode flags every control step; "
                         "qpos (the task's objects too; and with --vision the eyes' readouts) at 30 Hz")
+    e.add_argument("--chunk-kib", type=positive_int, default=CHUNK_BYTES // 1024, metavar="KIB",
+                   help="about this many KiB of each stored array a chunk (default 16384); into a .zarr path a "
+                        "snapshot follows each chunk of observations (--resume goes on from the latest)")
     e.add_argument("--render", default=None, metavar="OUT.mp4",
                    help="a mosaic video of the worlds (rendered afterwards from --record, re-posing the named "
                         "model with the task's own objects, approach's pillar, follow's target; with --vision each "
@@ -77,18 +83,24 @@ def add_parser(sub) -> None:
     e.add_argument("--camera", default=None, help="--render's camera (default: the model's tracking camera)")
     e.add_argument("--json", default=None, metavar="OUT.json", help="the report's figures as JSON")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--resume", default=None, metavar="STORE.zarr",
+                   help="go on with an interrupted or preempted --record run from its latest snapshot, into its "
+                        "store, bit for bit as if it had never stopped: its settings are the command line it was "
+                        "started with (the store keeps it); give no task and no other option but --no-progress")
     e.set_defaults(run=run)
+
+
+def _env_parser() -> argparse.ArgumentParser:
+    """A parser of ``env``'s options alone (``flycuda.cli.main`` holds every subcommand's)."""
+    p = argparse.ArgumentParser(prog="flycuda")
+    add_parser(p.add_subparsers(dest="command", required=True))
+    return p
 
 
 def load_policy(spec: str, env):
     """A callable ``policy(obs) -> actions`` from a CLI ``--policy`` value."""
-    if spec == "random":
-        space = env.single_action_space  # the actuators' ranges, or the drives' [-1, 1]
-        lo, hi = (torch.as_tensor(b, device=env.device) for b in (space.low, space.high))
-        lo, hi = lo.clamp(min=-math.pi), hi.clamp(max=math.pi)
-        g = torch.Generator(device=env.device).manual_seed(env.seed_value)
-        buf = torch.empty_like(env.actions)
-        return lambda obs: torch.rand(buf.shape, generator=g, device=env.device, out=buf).mul_(hi - lo).add_(lo)
+    if spec == "random":  # the actuators' ranges, or the drives' [-1, 1]
+        return RandomPolicy(env)
     if spec == "reference":
         cols = env.obs_slice("reference") if env.observes("reference") else None
         if cols is None:
@@ -107,7 +119,7 @@ def load_policy(spec: str, env):
     raise EnvError(f"{spec} defines neither policy(obs, env) nor make_policy(env)")
 
 
-def _recorder(env, args, steps: int):
+def _recorder(env, args, steps: int, target=None, resume: dict | None = None):
     W = env.num_envs
     every = max(1, round(1.0 / (VIDEO_FPS * env.control_dt)))
     own = [Observable("obs", "env", env.obs, _ids(len(env.obs_names), env), list(env.obs_names), 1,
@@ -122,9 +134,9 @@ def _recorder(env, args, steps: int):
         own.append(readouts_observable(env.vision, every, f"vision:{args.vision}"))
     qpos = resolve(env.sim, [f"qpos@{every}"], timestep=env.control_dt)[0]  # the task's objects too
     bodies = env.task.bodies(body_length(env.model_unit))  # stored: flycuda render draws them again
-    return LoopRecorder(env.sim, [qpos] + own, args.record, steps=steps, model=args.model,
-                        overwrite=args.overwrite, timestep=env.control_dt,
-                        facts={"task": env.task.name, "bodies": bodies})
+    return LoopRecorder(env.sim, [qpos] + own, target or args.record, steps=steps, model=args.model,
+                        overwrite=args.overwrite, timestep=env.control_dt, chunk_bytes=args.chunk_kib * 1024,
+                        facts={"task": env.task.name, "bodies": bodies}, resume=resume)
 
 
 def _ids(n: int, env) -> torch.Tensor:
@@ -143,8 +155,14 @@ def _action_units(env) -> list[str]:
     return ["1 (descending drive)"] * 2 if env.descending is not None else ["rad"] * env.actions.shape[1]
 
 
-def run(args) -> int:
-    """``flycuda env TASK ...``."""
+def _settings(args):
+    """The command line's checks and a task's defaults (``args`` completed in place)."""
+    if args.resume is not None:
+        args = resumed_args(args, _env_parser(), "env", EnvError)
+        resumable_store(args.resume)
+        args.record = args.resume
+    if args.task is None:
+        raise EnvError(f"give the task (one of {', '.join(TASKS)}), or --resume STORE.zarr")
     if args.render and not args.record:
         raise EnvError("--render draws the stored run: add --record OUT.zarr")
     suffix = os.path.splitext(args.record.rstrip("/"))[1] if args.record else ""
@@ -161,6 +179,22 @@ def run(args) -> int:
             args.vision = defaults.get("vision")
     if args.connectome_checkpoint and not args.connectome:
         raise EnvError("--connectome-checkpoint is the network's: add --connectome")
+    return args
+
+
+def resumable_store(path: str) -> None:
+    """Refuses (one line) a store that a resume cannot go on with."""
+    from ..recording.runs import resumable  # noqa: PLC0415  (zarr: only stores need it)
+
+    try:
+        resumable(path)
+    except RecordingError as e:
+        raise EnvError(str(e)) from None
+
+
+def run(args) -> int:
+    """``flycuda env TASK ...`` (or ``flycuda env --resume STORE``)."""
+    args = _settings(args)
     connectome = dict(columns=args.connectome, checkpoint=args.connectome_checkpoint) if args.connectome else None
     env = make(args.task, args.worlds, model=args.model, device=args.device, control_dt=args.control_dt,
                max_episode_steps=args.max_episode_steps, vision=args.vision, seed=args.seed, action=args.action,
@@ -168,46 +202,42 @@ def run(args) -> int:
     policy = load_policy(args.policy, env)
     steps = max(1, round(args.duration / env.control_dt))
     obs, _ = env.reset(seed=args.seed)
-    rec = _recorder(env, args, steps) if args.record else None
-    total = torch.zeros((), dtype=torch.float64, device=env.device)
-    ended = torch.zeros(3, dtype=torch.int64, device=env.device)
-    bar = tqdm(total=steps, unit="step", desc=f"{args.task} x {env.num_envs} worlds", leave=False,
-               disable=args.no_progress)
-    t0 = t_first = time.perf_counter()
+    keeps = args.record is not None and args.record != "memory"  # a path: snapshots, a clean stop, --resume
+    fp = fingerprint(args, env, steps) if keeps else None
+    rec, point = None, None
+    if args.resume is not None:
+        target, point = resume_point(args.resume, fp)
+        rec = _recorder(env, args, steps, target, point.state["recorder"])
+    elif args.record:
+        rec = _recorder(env, args, steps)
+    rollout = Rollout(env, policy, obs, steps, rec, snapshot_dir(args.record) if keeps else None, fp)
+    if point is not None:
+        rollout.restore(point.state)
+    bar = tqdm(total=steps, initial=rollout.k, unit="step", desc=f"{args.task} x {env.num_envs} worlds",
+               leave=False, disable=args.no_progress)
     try:
-        for k in range(steps):
-            if k == 1:  # the first step compiles Warp's kernels (and captures the graph): timed apart
-                if env.device.type == "cuda":
-                    torch.cuda.synchronize(env.device)
-                t0 = time.perf_counter()
-            obs, rew, term, trunc, info = env.step(policy(obs))
-            total += rew.sum(dtype=torch.float64)
-            ended[0] += term.sum()
-            ended[1] += trunc.sum()
-            ended[2] += info["_overflow"].sum()
-            if rec is not None:
-                rec.step()
-            bar.update(1)
-        if env.device.type == "cuda":
-            torch.cuda.synchronize(env.device)
+        with preempt.preemptible(keeps):
+            first, wall = rollout.run(bar)
     except BaseException as e:
         if rec is not None:
             rec.abort(f"{type(e).__name__}: {e}")
         raise
     finally:
         bar.close()
-    wall = time.perf_counter() - t0
-    first = t0 - t_first if steps > 1 else wall
     if rec is not None:
         rec.close()
+        if keeps:
+            remove_snapshots(args.record)  # the run is complete: nothing left to resume
+    ran = steps - (point.step if point is not None else 0)
     figures = dict(task=args.task, model=args.model, policy=args.policy, vision=args.vision or "none",
                    worlds=env.num_envs, device=str(env.device),
                    control_dt=env.control_dt, control_steps=steps, first_step_s=first,
-                   env_steps_per_s=env.num_envs * max(steps - 1, 1) / wall,
-                   mean_reward=float(total) / (env.num_envs * steps), terminations=int(ended[0]),
-                   truncations=int(ended[1]), overflows=int(ended[2]),
+                   env_steps_per_s=env.num_envs * max(ran - 1, 1) / wall,
+                   mean_reward=float(rollout.total) / (env.num_envs * steps), terminations=int(rollout.ended[0]),
+                   truncations=int(rollout.ended[1]), overflows=int(rollout.ended[2]),
                    nonfinite=int(env.nonfinite_episodes.sum()), terrain=args.terrain, wall_s=wall,
-                   captured=env.captured)
+                   captured=env.captured, resumed_from=point.step if point is not None else None,
+                   snapshots=dict(taken=rollout.taken, state_bytes=rollout.bytes, seconds=rollout.seconds))
     _report(figures, args)
     if args.render:
         res = render_recording(args.record, args.render, worlds=args.render_worlds, camera=args.camera,
@@ -220,6 +250,8 @@ def _report(f: dict, args) -> None:
     ground = "" if f["terrain"] == "flat" else f" on {f['terrain']} terrain"
     print(f"flycuda env {f['task']}: {f['worlds']} worlds of {f['model']}{ground} on {f['device']}, "
           f"{f['control_steps']} control steps of {f['control_dt'] * 1e3:g} ms")
+    if f["resumed_from"] is not None:
+        print(f"  resumed        from its snapshot at step {f['resumed_from']:,}")
     print(f"  policy         {f['policy']}; vision {f['vision']}")
     print(f"  env steps/s    {f['env_steps_per_s']:,.0f} (worlds x control steps per wall second, after the "
           f"first step: {f['first_step_s']:.1f} s with Warp's JIT)")

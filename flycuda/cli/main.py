@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from ..errors import FlycudaError
+from ..recording.store import as_command
 from ..sim.preempt import Preempted
 from . import doctor, env, gpucheck, render, replay
 
@@ -38,8 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Entry point of the ``flycuda`` command."""
     args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return args.run(args)
+        with as_command(["flycuda", *argv]):  # what a store records, and --resume runs again
+            return args.run(args)
     except FlycudaError as e:
         line = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"flycuda: error: {replay.in_options(line) if args.command == 'replay' else line}", file=sys.stderr)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import re
 
-from ..errors import RankError, RecordingError, ReplayError, StoreError
-from ..recording.reader import Recording
+from ..errors import RankError, ReplayError
 from ..replay import ReplaySettings
 from ..replay.job import Outputs, run_job
 from .args import add_store_options, nonnegative_float, offsets, positive_float, positive_int, size
+from .args import resumed_args as args_of_resumed
 
 __all__ = ["add_parser", "run", "settings_of", "in_options"]
 
@@ -112,23 +112,7 @@ def _replay_parser() -> argparse.ArgumentParser:
 def resumed_args(args):
     """``--resume STORE``: the options the store's run was started with (its ``command``),
     with ``--resume`` and this command's ``--no-progress``; no other option may be given."""
-    defaults = vars(_replay_parser().parse_args(["replay"]))
-    given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
-             if k not in ("resume", "no_progress", "run", "command") and v != defaults.get(k)]
-    if given:
-        raise ReplayError(f"--resume takes the settings the store was recorded with; drop {', '.join(given)}")
-    try:
-        command = list(Recording.open(args.resume).info.get("command") or [])
-    except (RecordingError, StoreError) as e:
-        raise ReplayError(f"cannot resume {args.resume}: {e}") from None
-    if "replay" not in command:
-        raise ReplayError(f"cannot resume {args.resume}: it was not written by flycuda replay (its command: "
-                          f"{' '.join(command) or 'none'})")
-    old = command[command.index("replay") + 1:]
-    if "--resume" in old:  # resumed before: the command of the run it resumed is the same store's
-        raise ReplayError(f"cannot resume {args.resume}: its command is itself a --resume")
-    parsed = _replay_parser().parse_args(["replay", *old])
-    parsed.resume, parsed.no_progress, parsed.overwrite = args.resume, args.no_progress, False
+    parsed = args_of_resumed(args, _replay_parser(), "replay", ReplayError)
     if parsed.out is None and parsed.record is None:
         parsed.record = args.resume
     return parsed

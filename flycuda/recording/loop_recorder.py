@@ -43,6 +43,8 @@ class LoopRecorder:
         overwrite: replace an existing store. chunk_bytes: about this many bytes per chunk.
         timestep: seconds per step of the loop (default the sim's; a loop of control steps
             of n physics steps each: n times it). Rates in Hz count in these steps.
+        resume: a resumed loop's :meth:`state` (``store``: the store's Target, opened with
+            the rows its snapshot says were written): recording goes on from there.
 
     ``observe`` may also hold :class:`flycuda.recording.observables.Observable` s of one's
     own buffers (any float32 [W, N] tensor refilled in place each step, e.g. an
@@ -50,7 +52,8 @@ class LoopRecorder:
     """
 
     def __init__(self, sim, observe, store=None, *, steps: int, model: str | None = None, overwrite: bool = False,
-                 chunk_bytes: int = CHUNK_BYTES, timestep: float | None = None, facts: dict | None = None):
+                 chunk_bytes: int = CHUNK_BYTES, timestep: float | None = None, facts: dict | None = None,
+                 resume: dict | None = None):
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise RecordingError(f"steps must be a positive integer (the loop's length), got {steps!r}")
         items = [observe] if isinstance(observe, (str, Observable)) else list(observe)
@@ -70,8 +73,11 @@ class LoopRecorder:
                          **({"model": model} if model is not None else {}), **(facts or {}))
             self.sink = open_sink(target, self.recorder, facts, sim.nworld, sim.device)
         self.closed = False
-        self.recorder.record(self.counter)  # sample 0: the state now
-        self.recorder.flush_ready(0)
+        if resume is not None:  # a resumed run (store: its Target with the rows written): as it was
+            self.restore(resume)
+        else:
+            self.recorder.record(self.counter)  # sample 0: the state now
+            self.recorder.flush_ready(0)
 
     # -- per step ------------------------------------------------------------------------
     def record_step(self) -> None:
@@ -108,6 +114,22 @@ class LoopRecorder:
         self.done += n
         self.recorder.flush_ready(self.done)
 
+    # -- snapshots (a resumable loop's: flycuda.cli.rollout) ----------------------------------
+    def state(self) -> dict:
+        """What the recording's next step depends on, on the host: the steps done, the device
+        counter, each stream's chunks queued out and its filling ring slot."""
+        return {"done": self.done, "counter": self.counter.cpu().clone(), "streams": self.recorder.streams_state()}
+
+    def restore(self, state: dict) -> None:
+        """The recording as :meth:`state` found it (the same observables, or RecordingError)."""
+        self.recorder.restore_streams(state["streams"])
+        self.counter.copy_(state["counter"])
+        self.done = int(state["done"])
+
+    def rows_queued(self) -> dict:
+        """Samples per stored array in the chunks queued out so far."""
+        return self.recorder.rows_queued()
+
     # -- the end ---------------------------------------------------------------------------
     def close(self) -> Recording | None:
         """Queues out the last chunks, waits for the writer, marks the store complete
@@ -121,6 +143,18 @@ class LoopRecorder:
             return None
         self.sink.close(ok=True, steps_run=self.done)
         return self.sink.recording()
+
+    def stop(self, status: str) -> None:
+        """Stops early on a preemption: the samples so far queued out (the filling chunks
+        too), the store marked incomplete with ``status`` (e.g. "preempted at step N (SIGTERM)")."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.recorder.finish(self.done)
+        finally:
+            if self.sink is not None:
+                self.sink.close(ok=False, status=status)
 
     def abort(self, why: str) -> None:
         """Stops after an error: the store is marked incomplete, its finished chunks readable."""

@@ -194,6 +194,28 @@ class Recorder:
                 return st
         raise KeyError(name)
 
+    # -- snapshots (a resumable run's: flycuda.replay.snapshot) -------------------------
+    def rows_queued(self) -> dict:
+        """Samples per stream in the chunks queued out so far (the store holds them once
+        the writer gets there)."""
+        return {st.obs.name: min(st.flushed * st.C, st.rows) for st in self.streams}
+
+    def streams_state(self) -> dict:
+        """Each stream's chunks queued out and its filling ring slot, on the host."""
+        return {st.obs.name: {"flushed": st.flushed, "slot": st.ring[st.flushed % len(st.ring)].cpu().clone()}
+                for st in self.streams}
+
+    def restore_streams(self, state: dict) -> None:
+        """The streams as :meth:`streams_state` found them (the same observables, or
+        RecordingError naming both lists, with nothing changed)."""
+        names = sorted(st.obs.name for st in self.streams)
+        if sorted(state) != names:
+            raise RecordingError(f"the snapshot records {', '.join(sorted(state))}, this run {', '.join(names)}")
+        for st in self.streams:
+            saved = state[st.obs.name]
+            st.flushed, st.ready = int(saved["flushed"]), int(saved["flushed"]) + len(st.ring) - 1
+            st.ring[st.flushed % len(st.ring)].copy_(saved["slot"])
+
     # -- inside the step ---------------------------------------------------------------
     def record(self, step: torch.Tensor) -> None:
         """Every Data observable's sample at the device counter (capturable); those

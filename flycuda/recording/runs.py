@@ -6,15 +6,17 @@ name), with the valid prefix of every array."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import RecordingError, StoreError
 from .progress import run_state
 from .reader import Recording
 from .store import progress_of, row_shapes
 
-__all__ = ["Run", "open_run"]
+__all__ = ["Run", "open_run", "resumable"]
 
 
 @dataclass
@@ -79,3 +81,25 @@ def open_run(path) -> Run:
     beat = dict(progress.get("heartbeat") or {})
     done = progress_of(shapes, written)
     return Run(run_state(info, beat), str(info.get("status", "")), done["step"], done["rows_written"], beat, rec)
+
+
+def resumable(path) -> Run:
+    """The run of the ``.zarr`` store at ``path``, once it is one a ``--resume`` can go on
+    with: a flycuda store whose run did not complete and is not running.
+
+    Raises:
+        RecordingError: "cannot resume PATH: why", in one line.
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).rstrip("/").endswith(".zarr"):
+        raise RecordingError(f"resume must be the path of a .zarr store, got {path!r}")
+    try:
+        run = open_run(path)
+    except (RecordingError, StoreError) as e:
+        raise RecordingError(f"cannot resume {path}: {e}") from None
+    if run.state == "complete":
+        raise RecordingError(f"cannot resume {path}: its run is complete, there is nothing left to run")
+    if run.state == "running":
+        hb = run.heartbeat
+        raise RecordingError(f"cannot resume {path}: it is still being written (pid {hb.get('pid')} on "
+                             f"{hb.get('host')}, heartbeat {hb.get('time')})")
+    return run

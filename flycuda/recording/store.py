@@ -20,6 +20,7 @@ concurrently (world chunks never straddle two ranks), which needs no locks.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import os
@@ -38,7 +39,7 @@ import torch
 from ..errors import StoreError
 from .progress import HEARTBEAT_S, heartbeat, valid_step
 
-__all__ = ["StoreError", "ArraySpec", "check_path", "check_layout", "row_shapes", "progress_of", "create", "open_store", "close", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
+__all__ = ["StoreError", "ArraySpec", "command_line", "as_command", "check_path", "check_layout", "row_shapes", "progress_of", "create", "open_store", "close", "mark", "Writer", "world_chunk", "FORMAT", "UNITS", "data_arrays", "memory_store",
            "consolidate", "zarr_module"]
 
 FORMAT = "flycuda.recording/1"
@@ -122,6 +123,25 @@ def versions() -> dict:
     return out
 
 
+_COMMAND: list = []  # the command line a store records (the CLI's, where main() was given one)
+
+
+def command_line() -> list:
+    """The command line a new store records (its ``command``: what ``--resume`` runs again):
+    the one the ``flycuda`` command was given (``flycuda.cli.main``), else ``sys.argv``."""
+    return list(_COMMAND[-1]) if _COMMAND else list(sys.argv)
+
+
+@contextlib.contextmanager
+def as_command(argv: list):
+    """Stores made inside the block record ``argv`` as their command line."""
+    _COMMAND.append(list(argv))
+    try:
+        yield
+    finally:
+        _COMMAND.pop()
+
+
 def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = False):
     """Creates a store at ``target`` (a path, or any zarr store such as
     ``zarr.storage.MemoryStore()``) holding ``arrays``; returns the zarr group.
@@ -149,7 +169,7 @@ def create(target, arrays: list[ArraySpec], attrs: dict, *, overwrite: bool = Fa
             _coordinate(group, f"{a.name}_time", times, {"units": "s", "long_name": f"time of each {a.name} sample"})
             _coordinate(group, f"{a.name}_column", np.array(list(a.columns), dtype=str), {"long_name": "column"})
         group.attrs["flycuda"] = {
-            "format": FORMAT, **attrs, "versions": versions(), "command": list(sys.argv),
+            "format": FORMAT, **attrs, "versions": versions(), "command": command_line(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "complete": False, "status": "running"}
         consolidate(group)

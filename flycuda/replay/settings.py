@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 
 from .. import ops
-from ..errors import RecordingError, ReplayError, StoreError
+from ..errors import RecordingError, ReplayError
 from ..recording.observables import CONNECTOME_KINDS, parse
 from ..recording.reader import Target
 from ..recording.recorder import CHUNK_BYTES
@@ -169,7 +169,7 @@ def check_resume(s: ReplaySettings, renderer=None) -> Target:
     """The store ``s.resume`` as the run's target, once it is one that can be resumed: a
     flycuda ``.zarr`` store whose run did not complete and is not running; the same as
     ``record``, if that is given; no live video (render afterwards from the store)."""
-    from ..recording.runs import open_run  # noqa: PLC0415  (zarr: only stores need it)
+    from ..recording.runs import resumable  # noqa: PLC0415  (zarr: only stores need it)
 
     path = s.resume
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).rstrip("/").endswith(".zarr"):
@@ -182,15 +182,9 @@ def check_resume(s: ReplaySettings, renderer=None) -> Target:
     if renderer is not None or s.render_every:
         raise ReplayError("resume cannot continue a live video: render it afterwards from the store (flycuda render)")
     try:
-        run = open_run(path)
-    except (RecordingError, StoreError) as e:
-        raise ReplayError(f"cannot resume {path}: {e}") from None
-    if run.state == "complete":
-        raise ReplayError(f"cannot resume {path}: its run is complete, there is nothing left to run")
-    if run.state == "running":
-        hb = run.heartbeat
-        raise ReplayError(f"cannot resume {path}: it is still being written (pid {hb.get('pid')} on "
-                          f"{hb.get('host')}, heartbeat {hb.get('time')})")
+        resumable(path)
+    except RecordingError as e:
+        raise ReplayError(str(e)) from None
     return Target(store=path, create=False)
 
 

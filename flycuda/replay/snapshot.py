@@ -39,7 +39,7 @@ from ..sim import preempt
 from ..sim.stepper import Stage
 
 __all__ = ["FORMAT", "KEEP", "snapshot_dir", "Snapshot", "Snapshots", "load_latest", "check_fingerprint",
-           "write_snapshot", "remove_snapshots"]
+           "write_snapshot", "remove_snapshots", "tensors_in"]
 
 FORMAT = "flycuda.snapshot/1"
 KEEP = 2  # snapshots kept: the newest, and one to fall back to
@@ -276,7 +276,7 @@ class Snapshots(Stage):
         state = loop.state()
         meta = {"format": FORMAT, "step": done, "fingerprint": self.fingerprint,
                 "rows_written": self.recording.rows_queued()}
-        self.bytes += sum(t.numel() * t.element_size() for t in _tensors(state))
+        self.bytes += sum(t.numel() * t.element_size() for t in tensors_in(state))
         self.taken += 1
         self.seconds += time.perf_counter() - t0
         self.recording.sink.writer.job(lambda: self._write(meta, state))
@@ -303,12 +303,13 @@ class Snapshots(Stage):
                 "write_seconds": self.write_seconds}
 
 
-def _tensors(obj):
+def tensors_in(obj):
+    """Every tensor in a snapshot's state (nested dicts, lists and tuples)."""
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, dict):
         for v in obj.values():
-            yield from _tensors(v)
+            yield from tensors_in(v)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            yield from _tensors(v)
+            yield from tensors_in(v)

@@ -13,6 +13,7 @@ import torch
 
 from .. import ops
 from .. import profile as profiling
+from ..errors import RecordingError
 from ..recording.observables import resolve as resolve_observables
 from ..recording.recorder import Recorder
 from ..recording.sink import open_sink
@@ -196,30 +197,23 @@ class Recording(Stage):
     def rows_queued(self) -> dict:
         """Samples per stored array in the chunks queued out so far (the store holds them
         once the writer gets there)."""
-        rows = {st.obs.name: min(st.flushed * st.C, st.rows) for st in self.recorder.streams}
+        rows = self.recorder.rows_queued()
         if self.recorder.tracker is not None:
             rows["targets"] = rows[self.recorder.track]
         return rows
 
     def state(self, loop) -> dict:
         """Each stream's chunks queued out and its filling ring slot; the tracking sums."""
-        rec = self.recorder
-        streams = {st.obs.name: {"flushed": st.flushed, "slot": st.ring[st.flushed % len(st.ring)].cpu().clone()}
-                   for st in rec.streams}
-        t = rec.tracker
-        return {"streams": streams, "sq": t.sq.cpu().clone(), "count": t.count}
+        t = self.recorder.tracker
+        return {"streams": self.recorder.streams_state(), "sq": t.sq.cpu().clone(), "count": t.count}
 
     def restore(self, loop, state: dict) -> None:
-        rec = self.recorder
-        if sorted(state["streams"]) != sorted(st.obs.name for st in rec.streams):
-            raise ReplayError(f"the snapshot records {', '.join(sorted(state['streams']))}, this run "
-                              f"{', '.join(sorted(st.obs.name for st in rec.streams))}")
-        for st in rec.streams:
-            saved = state["streams"][st.obs.name]
-            st.flushed, st.ready = int(saved["flushed"]), int(saved["flushed"]) + len(st.ring) - 1
-            st.ring[st.flushed % len(st.ring)].copy_(saved["slot"])
-        rec.tracker.sq.copy_(state["sq"])
-        rec.tracker.count = int(state["count"])
+        try:
+            self.recorder.restore_streams(state["streams"])
+        except RecordingError as e:
+            raise ReplayError(str(e)) from None
+        self.recorder.tracker.sq.copy_(state["sq"])
+        self.recorder.tracker.count = int(state["count"])
 
 
 class Renders(Stage):
