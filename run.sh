@@ -137,7 +137,9 @@ case "$cmd" in
       fi
     fi
     exec "$PY" -m flycuda replay "$@" ;;
-  test) exec "$PY" -m pytest -q -n "${FLYCUDA_TEST_WORKERS:-auto}" --dist loadfile tests "$@" ;;  # pytest-xdist: a worker per core, a file per worker
+  # pytest-xdist: a worker per core, a file at a time, in collection order (tests/conftest.py puts
+  # the slowest files first; xdist's own reorder, by number of tests, put them last)
+  test) exec "$PY" -m pytest -q -n "${FLYCUDA_TEST_WORKERS:-auto}" --dist loadfile --no-loadscope-reorder tests "$@" ;;
   gpu-check) exec "$PY" -m flycuda gpu-check "$@" ;;
   build) "$PY" -c "import flycuda; print('flycuda', flycuda.__version__, 'CUDA kernels built:', flycuda.has_cuda_ops())" ;;
   *) echo "run.sh: unknown command '$cmd' (use demo, test, gpu-check or build)" >&2; exit 2 ;;

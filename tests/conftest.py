@@ -89,8 +89,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # The slowest files (the FlyGym lane, 2026-11-28: 330 s down to 45 s each) go first: pytest-xdist
-# hands a worker a file at a time (--dist loadfile) in this order, and a run that ends on one of
-# them keeps the other core idle for minutes.
+# hands a worker a file at a time in this order (run.sh: --dist loadfile --no-loadscope-reorder;
+# its default reorder, by number of tests, put these few-test files last), and a run that ends on
+# one of them keeps the other core idle for minutes.
 HEAVY_FIRST = ("tests/package/test_notebooks.py", "tests/env/test_settle.py", "tests/flygym_lane/test_resume_fly.py",
                "tests/flygym_lane/test_connectome_env.py", "tests/replay/test_resume.py", "tests/cli/test_rollout.py",
                "tests/control/test_control.py",

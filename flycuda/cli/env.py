@@ -202,17 +202,16 @@ def run(args) -> int:
     policy = load_policy(args.policy, env)
     steps = max(1, round(args.duration / env.control_dt))
     obs, _ = env.reset(seed=args.seed)
-    keeps = args.record is not None and args.record != "memory"  # a path: snapshots, a clean stop, --resume
+    keeps = bool(args.record) and args.record.rstrip("/").endswith(".zarr")  # snapshots, a clean stop, --resume
     fp = fingerprint(args, env, steps) if keeps else None
-    rec, point = None, None
-    if args.resume is not None:
+    rollout, point = Rollout(env, policy, obs, steps, snapshot_dir(args.record) if keeps else None, fp), None
+    if args.resume is not None:  # everything checked and restored before the store is touched
         target, point = resume_point(args.resume, fp)
-        rec = _recorder(env, args, steps, target, point.state["recorder"])
-    elif args.record:
-        rec = _recorder(env, args, steps)
-    rollout = Rollout(env, policy, obs, steps, rec, snapshot_dir(args.record) if keeps else None, fp)
-    if point is not None:
         rollout.restore(point.state)
+        rollout.record(_recorder(env, args, steps, target, point.state["recorder"]))
+    elif args.record:
+        rollout.record(_recorder(env, args, steps))
+    rec = rollout.rec
     bar = tqdm(total=steps, initial=rollout.k, unit="step", desc=f"{args.task} x {env.num_envs} worlds",
                leave=False, disable=args.no_progress)
     try:

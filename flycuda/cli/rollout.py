@@ -26,6 +26,7 @@ from .. import __version__
 from ..env.state import device_name
 from ..errors import EnvError, ReplayError
 from ..recording.reader import Target
+from ..recording.store import versions
 from ..replay import snapshot as snap
 from ..sim import preempt
 
@@ -60,10 +61,11 @@ class RandomPolicy:
 
 
 def fingerprint(args, env, steps: int) -> dict:
-    """What a snapshot of this rollout fits: flycuda's version, the device's kind, the steps and
-    the command line's settings (:data:`FINGERPRINT`)."""
+    """What a snapshot of this rollout fits: the versions of flycuda, torch, MuJoCo, MuJoCo Warp,
+    Warp (and FlyGym, where installed), the device's kind, the steps and the command line's
+    settings (:data:`FINGERPRINT`)."""
     settings = {k: repr(getattr(args, k, None)) for k in FINGERPRINT}
-    return {"flycuda": __version__, "device": device_name(env.device), "steps": steps, **settings}
+    return {"flycuda": __version__, **versions(), "device": device_name(env.device), "steps": steps, **settings}
 
 
 def resume_point(store: str, fp: dict) -> tuple[Target, snap.Snapshot]:
@@ -85,17 +87,17 @@ def resume_point(store: str, fp: dict) -> tuple[Target, snap.Snapshot]:
 
 class Rollout:
     """``steps`` control steps of ``policy`` in ``env`` from its reset observations ``obs``,
-    recorded by ``rec`` (a LoopRecorder, or None); with ``folder`` (``STORE.resume``) and the
-    run's fingerprint, snapshots and a clean stop on a signal (:mod:`flycuda.sim.preempt`)."""
+    recorded by the LoopRecorder given to :meth:`record` (if any); with ``folder``
+    (``STORE.resume``) and the run's fingerprint, snapshots and a clean stop on a signal
+    (:mod:`flycuda.sim.preempt`)."""
 
-    def __init__(self, env, policy, obs: torch.Tensor, steps: int, rec=None, folder: str | None = None,
-                 fp: dict | None = None):
-        self.env, self.policy, self.obs, self.steps, self.rec = env, policy, obs, steps, rec
+    def __init__(self, env, policy, obs: torch.Tensor, steps: int, folder: str | None = None, fp: dict | None = None):
+        self.env, self.policy, self.obs, self.steps, self.rec = env, policy, obs, steps, None
         self.folder, self.fp = folder, fp
         self.k = 0
         self.total = torch.zeros((), dtype=torch.float64, device=env.device)
         self.ended = torch.zeros(3, dtype=torch.int64, device=env.device)
-        self.flushed = self._flushed()
+        self.flushed = 0
         self.taken, self.bytes, self.seconds = 0, 0, 0.0  # snapshots, the last one's state bytes, host seconds
         self.failures: list = []
 
@@ -153,9 +155,16 @@ class Rollout:
         return {"k": self.k, "env": self.env.state_dict(), "recorder": self.rec.state(), "policy": policy,
                 "obs": self.obs.cpu().clone(), "total": self.total.cpu().clone(), "ended": self.ended.cpu().clone()}
 
+    def record(self, rec) -> None:
+        """What records the steps (a LoopRecorder; after :meth:`restore`, one made with
+        ``resume=``)."""
+        self.rec = rec
+        self.flushed = self._flushed()
+
     def restore(self, state: dict) -> None:
-        """The rollout as :meth:`state` found it (the recorder is restored by its own
-        construction: LoopRecorder(resume=...))."""
+        """The rollout as :meth:`state` found it, before anything is recorded (the recorder is
+        restored by its own construction: LoopRecorder(resume=...)); a snapshot that does not
+        fit this environment is refused here, with nothing written."""
         self.env.load_state_dict(state["env"])
         if isinstance(self.policy, RandomPolicy):
             self.policy.load_state_dict(state["policy"])
@@ -163,7 +172,6 @@ class Rollout:
         self.total.copy_(state["total"])
         self.ended.copy_(state["ended"])
         self.k = int(state["k"])
-        self.flushed = self._flushed()
 
     def take(self) -> None:
         """A snapshot of this step, written by the store's writer thread after the chunks

@@ -67,6 +67,8 @@ class LoopRecorder:
         dt = float(timestep) if timestep is not None else sim.timestep
         self.recorder = Recorder(resolve(sim, specs, timestep=dt) + own, steps, sim.device, store=target is not None,
                                  chunk_bytes=chunk_bytes)
+        if resume is not None:  # a resumed run's state, checked before its store is touched
+            self.recorder.restore_streams(resume["streams"])
         self.sink = None
         if target is not None:
             facts = dict(timestep=dt, worlds=sim.nworld, steps=steps, source="flycuda.recording.LoopRecorder",
@@ -74,7 +76,7 @@ class LoopRecorder:
             self.sink = open_sink(target, self.recorder, facts, sim.nworld, sim.device)
         self.closed = False
         if resume is not None:  # a resumed run (store: its Target with the rows written): as it was
-            self.restore(resume)
+            self.restore(resume)  # (its streams again: cheap, and the counter and steps done)
         else:
             self.recorder.record(self.counter)  # sample 0: the state now
             self.recorder.flush_ready(0)

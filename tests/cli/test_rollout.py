@@ -3,6 +3,7 @@ goes on with ``flycuda env --resume STORE`` into a store equal, bit for bit, to 
 run never stopped; what cannot be resumed is refused in one line with nothing written."""
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -26,8 +27,14 @@ def flycuda(*argv) -> int:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     path = tmp_path_factory.mktemp("ref") / "ref.zarr"
-    assert flycuda(*ARGV, "--record", path) == 0
+    assert flycuda(*ARGV, "--record", path, "--json", path.with_suffix(".json")) == 0
     return path
+
+
+def _figures(path) -> dict:
+    """The report's figures a rollout's running sums make (its JSON)."""
+    f = json.loads(path.read_text())
+    return {k: f[k] for k in ("mean_reward", "terminations", "truncations", "overflows", "nonfinite")}
 
 
 def _resume(store, capsys) -> str:
@@ -45,10 +52,9 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path, reference, at
     assert killed(store, at, n, argv=ARGV) == -signal.SIGKILL
     assert open_run(store).state == "interrupted"
     out = _resume(store, capsys)
-    resumed = int(out.split("from its snapshot at step ")[1].split()[0])
-    assert 0 < resumed < 40
-    if at == "step":
-        assert resumed <= 13
+    # snapshots follow the chunks of observations (4 rows: steps 0-3, 4-7, ...) at steps 3, 7, 11, ...
+    latest = {"step": 11, "flush": 7, "snapshot-part": 7, "snapshot-marker": 7}[at]  # (flush 3: before snapshot 11)
+    assert f"from its snapshot at step {latest}\n" in out
     assert_same_store(store, reference)
 
 
@@ -56,7 +62,7 @@ def test_sigterm_marks_the_store_preempted_and_resumes(tmp_path, reference, caps
     from flycuda.recording.runs import open_run
 
     store = tmp_path / "run.zarr"
-    assert killed(store, "step", 21, "TERM", argv=ARGV) == 128 + signal.SIGTERM
+    assert killed(store, "step", 21, "TERM", argv=[*ARGV, "--json", tmp_path / "run.json"]) == 128 + signal.SIGTERM
     run = open_run(store)
     assert run.state == "preempted" and run.status == "preempted at step 21 (SIGTERM)"
     assert run.rows["obs"] == 22  # the filling chunk flushed too
@@ -64,6 +70,21 @@ def test_sigterm_marks_the_store_preempted_and_resumes(tmp_path, reference, caps
     assert snaps[-2:] == ["step-000000000021.json", "step-000000000021.pt"]  # the last snapshot is the stop's
     assert "from its snapshot at step 21" in _resume(store, capsys)
     assert_same_store(store, reference)
+    assert _figures(tmp_path / "run.json") == _figures(reference.with_suffix(".json"))  # its sums went on too
+
+
+def test_a_policy_of_the_observations_resumes_bit_for_bit(tmp_path, capsys):
+    """The observations the policy reads after a resume are the snapshot's."""
+    policy = tmp_path / "policy.py"
+    policy.write_text("import torch\n\n\ndef policy(obs, env):\n"
+                      "    return torch.tanh(obs[:, :env.actions.shape[1]]) * 0.5\n")
+    argv = [*ARGV, "--policy", policy]
+    ref = tmp_path / "ref.zarr"
+    assert flycuda(*argv, "--record", ref) == 0
+    store = tmp_path / "run.zarr"
+    assert killed(store, "step", 13, argv=argv) == -signal.SIGKILL
+    assert "from its snapshot at step 11" in _resume(store, capsys)
+    assert_same_store(store, ref)
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,7 @@ def killed(store, at: str, n: int, sig: str = "KILL", *, kw: dict | None = None,
     its exit status."""
     spec = {"at": at, "n": n, "signal": sig}
     if argv is not None:
-        spec["argv"] = [*argv, "--record", str(store)]
+        spec["argv"] = [str(a) for a in (*argv, "--record", store)]
     else:
         spec["kw"] = dict(kw, record=str(store))
     env = dict(os.environ, PYTHONPATH=TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
