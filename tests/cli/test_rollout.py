@@ -2,14 +2,13 @@
 goes on with ``flycuda env --resume STORE`` into a store equal, bit for bit, to the store of a
 run never stopped; what cannot be resumed is refused in one line with nothing written."""
 
-import hashlib
 import json
 import os
 import shutil
 import signal
 
 import pytest
-from helpers.killed import assert_same_store, killed
+from helpers.killed import assert_same_store, copy_run, killed, store_digest
 
 pytestmark = pytest.mark.needs_warp
 
@@ -94,15 +93,8 @@ def preempted(tmp_path_factory):
     return store
 
 
-def _copy(store, tmp_path):
-    dst = tmp_path / "run.zarr"
-    shutil.copytree(store, dst)
-    shutil.copytree(str(store) + ".resume", str(dst) + ".resume")
-    return dst
-
-
 def test_a_corrupt_snapshot_falls_back_to_the_one_before_and_says_so(preempted, reference, tmp_path, capsys):
-    store = _copy(preempted, tmp_path)
+    store = copy_run(preempted, tmp_path)
     folder = str(store) + ".resume"
     newest = sorted(f for f in os.listdir(folder) if f.endswith(".pt"))[-1]
     with open(os.path.join(folder, newest), "r+b") as f:  # its marker's SHA-256 no longer matches
@@ -116,24 +108,14 @@ def test_a_corrupt_snapshot_falls_back_to_the_one_before_and_says_so(preempted, 
     assert_same_store(store, reference)
 
 
-def _digest(store) -> str:
-    h = hashlib.sha256()
-    for root in (str(store), str(store) + ".resume"):
-        for d, _, files in sorted(os.walk(root)):
-            for f in sorted(files):
-                with open(os.path.join(d, f), "rb") as fh:
-                    h.update(f.encode() + fh.read())
-    return h.hexdigest()
-
-
 def _refused(argv, match, capsys, store=None):
-    before = _digest(store) if store is not None else None
+    before = store_digest(store) if store is not None else None
     capsys.readouterr()
     assert flycuda(*argv) == 2
     err = capsys.readouterr().err
     assert match in err and len(err.strip().splitlines()) == 1, err
     if store is not None:
-        assert _digest(store) == before  # nothing written
+        assert store_digest(store) == before  # nothing written
 
 
 def test_resume_refuses_a_complete_store(reference, capsys):
@@ -141,7 +123,7 @@ def test_resume_refuses_a_complete_store(reference, capsys):
 
 
 def test_resume_takes_no_other_setting(preempted, tmp_path, capsys):
-    store = _copy(preempted, tmp_path)
+    store = copy_run(preempted, tmp_path)
     _refused(["env", "--resume", store, "--worlds", "4"], "--resume takes the settings the store was recorded with; "
              "drop --worlds", capsys, store)
     _refused(["env", "walk", "--resume", store], "drop 'walk'", capsys, store)
@@ -160,7 +142,7 @@ def test_resume_refuses_a_snapshot_of_another_flycuda(preempted, tmp_path, capsy
 
     from flycuda.replay import snapshot
 
-    store = _copy(preempted, tmp_path)
+    store = copy_run(preempted, tmp_path)
     folder = snapshot.snapshot_dir(str(store))
     latest = snapshot.load_latest(str(store))
     meta = dict(latest.meta, fingerprint=dict(latest.meta["fingerprint"], flycuda="0.0.1"))

@@ -109,6 +109,30 @@ def killed(store, at: str, n: int, sig: str = "KILL", *, kw: dict | None = None,
     return proc.returncode
 
 
+def copy_run(store, folder):
+    """A copy of ``store`` and its snapshots (``STORE.resume``) as ``folder/run.zarr``."""
+    import shutil
+
+    dst = folder / "run.zarr"
+    shutil.copytree(store, dst)
+    shutil.copytree(str(store) + ".resume", str(dst) + ".resume")
+    return dst
+
+
+def store_digest(store) -> str:
+    """Every file of a store and its snapshots (names and bytes)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for root in (str(store), str(store) + ".resume"):
+        for dp, _, files in sorted(os.walk(root)):
+            for f in sorted(files):
+                h.update(os.path.join(dp, f).encode())
+                with open(os.path.join(dp, f), "rb") as fh:
+                    h.update(fh.read())
+    return h.hexdigest()
+
+
 def arrays(path) -> dict:
     import zarr
 

@@ -2,9 +2,7 @@
 snapshot into a store equal, bit for bit, to the store of a run never interrupted; what cannot
 be resumed is refused in one line with nothing written."""
 
-import hashlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers.killed import arrays, assert_same_store, killed
+from helpers.killed import arrays, assert_same_store, copy_run, killed, store_digest
 
 pytestmark = pytest.mark.needs_warp
 
@@ -73,24 +71,6 @@ def preempted(tmp_path_factory):
     return store
 
 
-def _copy(store, tmp_path):
-    dst = tmp_path / "run.zarr"
-    shutil.copytree(store, dst)
-    shutil.copytree(str(store) + ".resume", str(dst) + ".resume")
-    return dst
-
-
-def _digest(store) -> str:
-    """Every file of a store and its snapshots (names and bytes)."""
-    h = hashlib.sha256()
-    for root in (str(store), str(store) + ".resume"):
-        for dp, _, files in sorted(os.walk(root)):
-            for f in sorted(files):
-                h.update(os.path.join(dp, f).encode())
-                h.update(open(os.path.join(dp, f), "rb").read())
-    return h.hexdigest()
-
-
 @pytest.mark.parametrize("change,named", [({"worlds": 4}, "worlds=3"), ({"mode": "loop"}, "mode='clamp'"),
                                           ({"observe": ["angles", "qpos@5"]}, "observe="),
                                           ({"model": "neuromechfly-capsules"}, None)],
@@ -101,13 +81,13 @@ def test_resume_with_other_settings_is_refused_and_writes_nothing(tmp_path, pree
 
     if "model" in change:
         pytest.importorskip("flygym")
-    store = _copy(preempted, tmp_path)
-    before = _digest(store)
+    store = copy_run(preempted, tmp_path)
+    before = store_digest(store)
     with pytest.raises(FlycudaError) as e:
         replay(**dict(KW, resume=str(store), **change))
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"cannot resume {store}") and (named is None or named in msg)
-    assert _digest(store) == before
+    assert store_digest(store) == before
 
 
 def test_resume_refuses_a_complete_store_and_another_flycuda(tmp_path, preempted, reference):
@@ -117,14 +97,14 @@ def test_resume_refuses_a_complete_store_and_another_flycuda(tmp_path, preempted
 
     with pytest.raises(ReplayError, match="its run is complete, there is nothing left to run"):
         replay(**dict(KW, resume=str(reference)))
-    store = _copy(preempted, tmp_path)
+    store = copy_run(preempted, tmp_path)
     snap = load_latest(str(store))
     meta = dict(snap.meta, fingerprint=dict(snap.meta["fingerprint"], flycuda="0.0.1"))
     write_snapshot(snapshot_dir(str(store)), meta, snap.state)  # the newest, rewritten by "another flycuda"
-    before = _digest(store)
+    before = store_digest(store)
     with pytest.raises(ReplayError, match=r"recorded with flycuda='0\.0\.1'"):
         replay(**dict(KW, resume=str(store)))
-    assert _digest(store) == before
+    assert store_digest(store) == before
     with pytest.raises(ReplayError, match="resume must be the path of a .zarr store"):
         replay(**dict(KW, resume=str(tmp_path)))
     from flycuda.recording import store as zstore
@@ -141,7 +121,7 @@ def test_resume_refuses_a_complete_store_and_another_flycuda(tmp_path, preempted
 def test_a_corrupt_snapshot_falls_back_to_the_one_before_and_says_so(tmp_path, preempted, reference, capsys):
     from flycuda.replay import replay
 
-    store = _copy(preempted, tmp_path)
+    store = copy_run(preempted, tmp_path)
     newest = sorted(f for f in os.listdir(str(store) + ".resume") if f.endswith(".pt"))[-1]
     path = os.path.join(str(store) + ".resume", newest)
     data = bytearray(open(path, "rb").read())
