@@ -7,7 +7,11 @@ a loop's time beyond flycuda.env's physics (its step less its glue alone, the sa
 with no physics step); the glue's own row is that overhead.
 
     python bench/bench_env.py [--worlds 16 64] [--steps 20] [--rounds 3] [--device cpu] [--model hexapod]
-                              [--vision-only]
+                              [--vision-only] [--reset-branch]
+
+--reset-branch (NeuroMechFly): the control step with the eyes and with descending drives, the
+reset path in every step (before) against only when a world ended (now), resets rare and
+frequent (bench/_reset_branch.py).
 
 With NeuroMechFly also the eyes' control step (fast:2) on the CUDA path's reset branch: its
 second render of every world (before issue 36) vs of the reset worlds only (now).
@@ -25,6 +29,8 @@ import argparse
 import time
 
 import torch
+from _reset_branch import HEADER as RESET_HEADER
+from _reset_branch import reset_branch_rows
 from _results import append_results, format_table
 
 import flycuda.env as fe
@@ -215,7 +221,7 @@ def vision_reset_rows(W: int, args) -> list[list]:
     Episodes run on (no world ends), as in most steps of a long episode."""
     env = fe.make("imitate", worlds=W, model=args.model, device=args.device, vision="fast:2",
                   max_episode_steps=10**6, check_actions=False)
-    env._reset_every_step = True
+    env.reset_branch = "always"
     obs, _ = env.reset(seed=0)
     ref = env.obs_slice("reference")
     masked = env.vision.update
@@ -269,7 +275,18 @@ def main() -> None:
                                                      "own GPUSimulation API)")
     ap.add_argument("--no-results", action="store_true")
     ap.add_argument("--vision-only", action="store_true", help="only the eyes' step table (NeuroMechFly)")
+    ap.add_argument("--reset-branch", action="store_true", help="only the reset path's table: every step vs when "
+                                                                "a world ended (NeuroMechFly)")
     args = ap.parse_args()
+    if args.reset_branch:
+        table = format_table(RESET_HEADER, [r for W in args.worlds
+                                             for r in reset_branch_rows(W, args, time_it, require_graph)])
+        print(table)
+        if not args.no_results:
+            append_results("flycuda.env: the reset path in every step vs only when a world ended (issue 53)",
+                           args.device, table, f"{args.model}, {args.steps} control steps x {args.rounds} "
+                           "interleaved rounds, median; frequent: every world's episode ends every 4 steps")
+        return
     vision = None
     if args.model != "hexapod":  # the hexapod has no eyes
         vision = format_table(["model", "worlds", "n", "the reset path's second render of the eyes", "ms",

@@ -121,7 +121,7 @@ void hybrid_step_cpu(const Tensor& drive, const Tensor& thorax_z, const Tensor& 
       int64_t* cnt = dptr<int64_t>(persistence);
       const index_t* ids = dptr<index_t>(act_ids);
       float* c = dptr<float>(ctrl);
-      torch::stable::parallel_for(0, p.threads(), /*grain_size=*/64, [&](int64_t begin, int64_t end) {
+      torch::stable::parallel_for(0, p.W, /*grain_size=*/64, [&](int64_t begin, int64_t end) {
         for (int64_t w = begin; w < end; ++w) kernels::hybrid_one(d, tz, t5, f, h, par, s, cnt, ids, c, p, w);
       });
     });

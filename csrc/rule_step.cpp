@@ -37,7 +37,7 @@ void rule_step_cpu(const Tensor& params, const Tensor& rules, Tensor& state, Ten
     int64_t* g = dptr<int64_t>(rng);
     const index_t* ids = dptr<index_t>(act_ids);
     float* c = dptr<float>(ctrl);
-    torch::stable::parallel_for(0, p.threads(), /*grain_size=*/64, [&](int64_t begin, int64_t end) {
+    torch::stable::parallel_for(0, p.W, /*grain_size=*/64, [&](int64_t begin, int64_t end) {
       for (int64_t w = begin; w < end; ++w) kernels::rule_one(par, ru, s, g, ids, c, p, w);
     });
   });

@@ -1,8 +1,11 @@
 // flycuda: hybrid_step — FlyGym's walking controllers (flygym_demo.complex_terrain's
 // CPGController, HybridController and HybridTurningController) for every world, one thread
-// per world, and the launch plan. Three compilers read this file, as every family's: nvcc
+// per leg, and the launch plan. Three compilers read this file, as every family's: nvcc
 // (csrc/cuda/hybrid_step.cu), the host compiler for the CPU twin (csrc/hybrid_step.cpp: the
-// per-world function in a loop) and the emulator (FLYCUDA_EMU: everything). No ATen.
+// per-leg function in a loop, world by world) and the emulator (FLYCUDA_EMU: everything). No ATen.
+// A leg's step needs the other legs' phases and magnitudes before the step, and nothing else of
+// theirs: each lane reads them, the block meets at a barrier, then each lane writes its own leg
+// (the coupling sum keeps its order, so the bits stay one thread per world's).
 //
 // One step of world w, in FlyGym's order (flycuda/control/hybrid.py tells it in words,
 // flycuda/reference/walking.py computes it in torch):
@@ -31,8 +34,8 @@
 namespace flycuda {
 namespace kernels {
 
-constexpr int kHybridThreads = 128;  // worlds per block
 constexpr int kLegs = 6;
+constexpr int kHybridThreads = 96;   // a thread per leg: 16 worlds per block
 constexpr int kLegDofs = 7;          // a leg's angles, in FlyGym's step-data order
 constexpr int kKnots = 45;           // the splines' knots, 0 .. 2 pi
 constexpr int kPieces = kKnots - 1;
@@ -68,7 +71,7 @@ FLYCUDA_HOST_DEVICE inline int dof_order(int m) { return m == 0 ? 2 : (m <= 2 ? 
 struct HybridPlan {
   int64_t W = 0, nu = 0;
   int64_t ctrl_s0 = 0, ctrl_s1 = 0;  // ctrl [W, nu], any strides
-  FLYCUDA_HOST_DEVICE int64_t threads() const { return W; }
+  FLYCUDA_HOST_DEVICE int64_t threads() const { return W * kLegs; }  // a thread per leg
 };
 
 // Leg l's outputs into world w's ctrl row: its seven angles in FlyGym's default order (slot m
@@ -180,110 +183,128 @@ FLYCUDA_HOST_DEVICE inline bool stumbles(const sense_t* forces, const sense_t* h
   return any;
 }
 
-// One Euler step of world w's oscillators (phases th, magnitudes r) towards amplitudes
-// `amps` at frequencies `freqs`, every derivative from the state before the step; the
-// coupling summed from +0.0 over j = 0 .. 5 in order.
-FLYCUDA_HOST_DEVICE inline void oscillate(const double* par, const double* freqs, const double* amps, double* th,
-                                          double* r) {
+// Leg i's oscillator after one Euler step (phase th, magnitude r), towards amplitude `amp` at
+// frequency `freq`, its derivatives from every leg's state before the step (th0, r0: the six
+// phases and magnitudes); the coupling summed from +0.0 over j = 0 .. 5 in order.
+FLYCUDA_HOST_DEVICE inline void oscillate_leg(const double* par, int i, double freq, double amp, const double* th0,
+                                              const double* r0, double& th, double& r) {
   const double dt = par[kParScalars + kScTimestep];
   const double two_pi = 6.283185307179586;  // 2 * np.pi
-  double dth[kLegs], dr[kLegs];
-  for (int i = 0; i < kLegs; ++i) {
-    double coupling = 0.0;  // NumPy's sum: from +0.0, j = 0 .. 5 in order
-    for (int j = 0; j < kLegs; ++j) {
-      const double wij = par[kParWeights + i * kLegs + j], phi = par[kParBiases + i * kLegs + j];
-      const double t = FLYCUDA_DMUL(FLYCUDA_DMUL(r[j], wij), sin(FLYCUDA_DSUB(FLYCUDA_DSUB(th[j], th[i]), phi)));
-      coupling = FLYCUDA_DADD(coupling, t);
-    }
-    dth[i] = FLYCUDA_DADD(FLYCUDA_DMUL(two_pi, freqs[i]), coupling);
-    dr[i] = FLYCUDA_DMUL(par[kParConvergence + i], FLYCUDA_DSUB(amps[i], r[i]));
+  double coupling = 0.0;  // NumPy's sum: from +0.0, j = 0 .. 5 in order
+  for (int j = 0; j < kLegs; ++j) {
+    const double wij = par[kParWeights + i * kLegs + j], phi = par[kParBiases + i * kLegs + j];
+    const double t = FLYCUDA_DMUL(FLYCUDA_DMUL(r0[j], wij), sin(FLYCUDA_DSUB(FLYCUDA_DSUB(th0[j], th0[i]), phi)));
+    coupling = FLYCUDA_DADD(coupling, t);
   }
-  for (int i = 0; i < kLegs; ++i) {
-    th[i] = FLYCUDA_DADD(th[i], FLYCUDA_DMUL(dth[i], dt));
-    r[i] = FLYCUDA_DADD(r[i], FLYCUDA_DMUL(dr[i], dt));
+  const double dth = FLYCUDA_DADD(FLYCUDA_DMUL(two_pi, freq), coupling);
+  const double dr = FLYCUDA_DMUL(par[kParConvergence + i], FLYCUDA_DSUB(amp, r0[i]));
+  th = FLYCUDA_DADD(th0[i], FLYCUDA_DMUL(dth, dt));
+  r = FLYCUDA_DADD(r0[i], FLYCUDA_DMUL(dr, dt));
+}
+
+// Leg l's persistence counter after this step's rules (`sel`: the leg to retract, or -1).
+FLYCUDA_HOST_DEVICE inline int64_t persist(const double* sc, const double* st, int64_t cnt, int sel, int l) {
+  if (l == sel && st[kStateRetraction * kLegs + l] > sc[kScPersistFrom]) cnt = 1;
+  if (cnt > 0) cnt += 1;
+  return static_cast<double>(cnt) > sc[kScPersistSteps] ? 0 : cnt;
+}
+
+// Leg l's retraction and stumbling corrections after this step (updated in its state rows), and
+// the net correction: the retraction's if any, else the stumbling's.
+template <typename sense_t>
+FLYCUDA_HOST_DEVICE inline double corrections(const sense_t* forces, const sense_t* heading, const double* sc,
+                                              double* st, bool retract, int64_t w, int l) {
+  double rc = st[kStateRetraction * kLegs + l], sg = st[kStateStumbling * kLegs + l];
+  if (retract) {
+    rc = FLYCUDA_DADD(rc, sc[kScRetractUp]);
+  } else {
+    const double v = FLYCUDA_DSUB(rc, sc[kScRetractDown]);
+    rc = v > 0.0 ? v : 0.0;
+  }
+  if (stumbles(forces, heading, sc[kScStumbleForce], w, l)) {
+    sg = FLYCUDA_DADD(sg, sc[kScStumbleUp]);
+  } else {
+    const double v = FLYCUDA_DSUB(sg, sc[kScStumbleDown]);
+    sg = v > 0.0 ? v : 0.0;
+  }
+  double net = sg;
+  if (rc > 0.0) {
+    net = rc;
+    sg = 0.0;
+  }
+  st[kStateRetraction * kLegs + l] = rc;
+  st[kStateStumbling * kLegs + l] = sg;
+  return net;
+}
+
+// Leg l of world w: its whole step (see the file's head), given every leg's phase and magnitude
+// before it (th0, r0: read before any leg of the world writes its own). The legs of a world are
+// independent but for th0 and r0, so the six run in any order, or at once. drive [W, 2],
+// thorax_z [W], tarsus5_z [W, 6], forces [W, 6, 3, 3], heading [W, 3]: contiguous, of one floating
+// type; par float64 [kParCount]; state float64 [W, 5, 6] and persistence int64 [W, 6],
+// contiguous, updated (leg l's columns only); act_ids [48]; ctrl [W, nu] any strides (ids
+// outside [0, nu) are skipped).
+template <typename sense_t, typename index_t>
+FLYCUDA_HOST_DEVICE inline void hybrid_leg(const sense_t* drive, const sense_t* thorax_z, const sense_t* tarsus5_z,
+                                           const sense_t* forces, const sense_t* heading, const double* par,
+                                           double* state, int64_t* persistence, const index_t* act_ids, float* ctrl,
+                                           const HybridPlan& p, int64_t w, int l, const double* th0,
+                                           const double* r0) {
+  const double* sc = par + kParScalars;
+  const bool rules = sc[kScRules] != 0.0;
+  double* st = state + w * kStateRows * kLegs;
+  double freq = par[kParFreqs + l], amp = par[kParAmps + l];
+  if (sc[kScTurning] != 0.0) {  // the turning controller: its side's drive (left legs: drive 0)
+    const double d = static_cast<double>(drive[w * 2 + l / 3]);
+    amp = fabs(d);
+    freq = FLYCUDA_DMUL(freq, d >= 0.0 ? 1.0 : -1.0);
+  }
+  double net = 0.0, th, r;
+  if (rules) {
+    const int sel = retraction_leg(thorax_z, tarsus5_z, sc[kScRetractHeight], w);
+    const int64_t cnt = persist(sc, st, persistence[w * kLegs + l], sel, l);
+    persistence[w * kLegs + l] = cnt;
+    net = corrections(forces, heading, sc, st, l == sel || cnt > 0, w, l);
+  }
+  oscillate_leg(par, l, freq, amp, th0, r0, th, r);
+  double angles[kLegDofs];
+  step_angles(par, l, th, r, angles);
+  const double two_pi = 6.283185307179586;
+  const double reduced = py_mod(th, two_pi);
+  if (rules) {
+    const double m = sc[kScMaxCorrection];
+    net = net < 0.0 ? 0.0 : (net > m ? m : net);  // np.clip: NaN stays NaN
+    net = FLYCUDA_DMUL(net, phase_gain(par, l, reduced));
+    for (int k = 0; k < kLegDofs; ++k) {
+      angles[k] = FLYCUDA_DADD(angles[k], FLYCUDA_DMUL(net, par[kParVectors + l * kLegDofs + k]));
+    }
+  }
+  st[kStateNet * kLegs + l] = net;
+  st[kStatePhase * kLegs + l] = th;
+  st[kStateMagnitude * kLegs + l] = r;
+  const bool adhesion = sc[kScAdhesion] != 0.0 && !(reduced > 0.0 && reduced < par[kParAdhesionEnd + l]);
+  write_leg(act_ids, ctrl, p, w, l, angles, adhesion);
+}
+
+// World w's phases and magnitudes before its step, into th0 and r0.
+FLYCUDA_HOST_DEVICE inline void read_oscillators(const double* state, int64_t w, double* th0, double* r0) {
+  const double* st = state + w * kStateRows * kLegs;
+  for (int j = 0; j < kLegs; ++j) {
+    th0[j] = st[kStatePhase * kLegs + j];
+    r0[j] = st[kStateMagnitude * kLegs + j];
   }
 }
 
-// World w's step (see the file's head). drive [W, 2], thorax_z [W], tarsus5_z [W, 6],
-// forces [W, 6, 3, 3], heading [W, 3]: contiguous, of one floating type; par float64
-// [kParCount]; state float64 [W, 5, 6] and persistence int64 [W, 6], contiguous, updated;
-// act_ids [48]; ctrl [W, nu] any strides (ids outside [0, nu) are skipped).
+// World w's step, its legs one after another (the CPU twin; the kernel runs them a lane each).
 template <typename sense_t, typename index_t>
 FLYCUDA_HOST_DEVICE inline void hybrid_one(const sense_t* drive, const sense_t* thorax_z, const sense_t* tarsus5_z,
                                            const sense_t* forces, const sense_t* heading, const double* par,
                                            double* state, int64_t* persistence, const index_t* act_ids, float* ctrl,
                                            const HybridPlan& p, int64_t w) {
-  const double* sc = par + kParScalars;
-  const bool rules = sc[kScRules] != 0.0;
-  double* st = state + w * kStateRows * kLegs;
-  int64_t* cnt = persistence + w * kLegs;
-  double th[kLegs], r[kLegs], freqs[kLegs], amps[kLegs];
+  double th0[kLegs], r0[kLegs];
+  read_oscillators(state, w, th0, r0);
   for (int l = 0; l < kLegs; ++l) {
-    th[l] = st[kStatePhase * kLegs + l];
-    r[l] = st[kStateMagnitude * kLegs + l];
-    if (sc[kScTurning] != 0.0) {  // the turning controller: each side's drive (left legs: drive 0)
-      const double d = static_cast<double>(drive[w * 2 + l / 3]);
-      amps[l] = fabs(d);
-      freqs[l] = FLYCUDA_DMUL(par[kParFreqs + l], d >= 0.0 ? 1.0 : -1.0);
-    } else {
-      amps[l] = par[kParAmps + l];
-      freqs[l] = par[kParFreqs + l];
-    }
-  }
-  int sel = -1;
-  if (rules) {
-    sel = retraction_leg(thorax_z, tarsus5_z, sc[kScRetractHeight], w);
-    if (sel >= 0 && st[kStateRetraction * kLegs + sel] > sc[kScPersistFrom]) cnt[sel] = 1;
-    for (int l = 0; l < kLegs; ++l) {
-      if (cnt[l] > 0) cnt[l] += 1;
-    }
-    for (int l = 0; l < kLegs; ++l) {
-      if (static_cast<double>(cnt[l]) > sc[kScPersistSteps]) cnt[l] = 0;
-    }
-  }
-  oscillate(par, freqs, amps, th, r);
-  const double two_pi = 6.283185307179586;
-  for (int l = 0; l < kLegs; ++l) {
-    double net = 0.0;
-    if (rules) {
-      double rc = st[kStateRetraction * kLegs + l], sg = st[kStateStumbling * kLegs + l];
-      if (l == sel || cnt[l] > 0) {
-        rc = FLYCUDA_DADD(rc, sc[kScRetractUp]);
-      } else {
-        const double v = FLYCUDA_DSUB(rc, sc[kScRetractDown]);
-        rc = v > 0.0 ? v : 0.0;
-      }
-      if (stumbles(forces, heading, sc[kScStumbleForce], w, l)) {
-        sg = FLYCUDA_DADD(sg, sc[kScStumbleUp]);
-      } else {
-        const double v = FLYCUDA_DSUB(sg, sc[kScStumbleDown]);
-        sg = v > 0.0 ? v : 0.0;
-      }
-      if (rc > 0.0) {
-        net = rc;
-        sg = 0.0;
-      } else {
-        net = sg;
-      }
-      st[kStateRetraction * kLegs + l] = rc;
-      st[kStateStumbling * kLegs + l] = sg;
-    }
-    double angles[kLegDofs];
-    step_angles(par, l, th[l], r[l], angles);
-    const double reduced = py_mod(th[l], two_pi);
-    if (rules) {
-      const double m = sc[kScMaxCorrection];
-      net = net < 0.0 ? 0.0 : (net > m ? m : net);  // np.clip: NaN stays NaN
-      net = FLYCUDA_DMUL(net, phase_gain(par, l, reduced));
-      for (int k = 0; k < kLegDofs; ++k) {
-        angles[k] = FLYCUDA_DADD(angles[k], FLYCUDA_DMUL(net, par[kParVectors + l * kLegDofs + k]));
-      }
-    }
-    st[kStateNet * kLegs + l] = net;
-    st[kStatePhase * kLegs + l] = th[l];
-    st[kStateMagnitude * kLegs + l] = r[l];
-    const bool adhesion = sc[kScAdhesion] != 0.0 && !(reduced > 0.0 && reduced < par[kParAdhesionEnd + l]);
-    write_leg(act_ids, ctrl, p, w, l, angles, adhesion);
+    hybrid_leg(drive, thorax_z, tarsus5_z, forces, heading, par, state, persistence, act_ids, ctrl, p, w, l, th0, r0);
   }
 }
 
@@ -295,12 +316,19 @@ __global__ void hybrid_step_kernel(const sense_t* __restrict__ drive, const sens
                                    const sense_t* __restrict__ heading, const double* __restrict__ par,
                                    double* __restrict__ state, int64_t* __restrict__ persistence,
                                    const index_t* __restrict__ act_ids, float* __restrict__ ctrl, const HybridPlan p) {
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (w < p.W) hybrid_one(drive, thorax_z, tarsus5_z, forces, heading, par, state, persistence, act_ids, ctrl, p, w);
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t w = t / kLegs;  // a world's six legs: six adjacent lanes of one block
+  const int l = static_cast<int>(t - w * kLegs);
+  const bool live = w < p.W;
+  double th0[kLegs], r0[kLegs];
+  if (live) read_oscillators(state, w, th0, r0);
+  __syncthreads();  // every leg of the block's worlds has read the phases before any leg writes its own
+  if (live) hybrid_leg(drive, thorax_z, tarsus5_z, forces, heading, par, state, persistence, act_ids, ctrl, p, w, l,
+                       th0, r0);
 }
 
-// The launch (platform.h, "launch templates"): one thread per world, kHybridThreads a block;
-// none without worlds.
+// The launch (platform.h, "launch templates"): a thread per leg, kHybridThreads (16 worlds) a
+// block; none without worlds.
 template <class Launcher, typename sense_t, typename index_t>
 void launch_hybrid_step(Launcher&& launch, const sense_t* drive,  // [W, 2]
                         const sense_t* thorax_z,                  // [W]
@@ -314,7 +342,7 @@ void launch_hybrid_step(Launcher&& launch, const sense_t* drive,  // [W, 2]
                         float* ctrl,                              // [W, nu]
                         const HybridPlan& p) {
   if (p.W > 0) {
-    const unsigned int blocks = static_cast<unsigned int>((p.W + kHybridThreads - 1) / kHybridThreads);
+    const unsigned int blocks = static_cast<unsigned int>((p.threads() + kHybridThreads - 1) / kHybridThreads);
     launch(hybrid_step_kernel<sense_t, index_t>, dim3(blocks), dim3(kHybridThreads), 0, drive, thorax_z, tarsus5_z,
            forces, heading, par, state, persistence, act_ids, ctrl, p);
   }

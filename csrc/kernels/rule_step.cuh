@@ -1,7 +1,9 @@
 // flycuda: rule_step — FlyGym's rule-based walking controller (flygym_demo.complex_terrain's
 // RuleBasedController: Walknet's leg-coordination rules over the preprogrammed steps) for
-// every world, one thread per world, and the launch plan. nvcc (csrc/cuda/rule_step.cu), the
+// every world, one thread per leg, and the launch plan. nvcc (csrc/cuda/rule_step.cu), the
 // host compiler (the CPU twin, csrc/rule_step.cpp) and the emulator compile this one file.
+// A step is three parts with a barrier between them: the leg chosen (one lane a world: its
+// stream), each leg's phase, each leg's scores (from its neighbours' new phases) and angles.
 //
 // One step of world w, in FlyGym's order (flycuda/control/rules.py tells it in words,
 // flycuda/reference/walking.py computes it with NumPy's own RandomState):
@@ -29,7 +31,7 @@
 namespace flycuda {
 namespace kernels {
 
-constexpr int kRuleThreads = 128;  // worlds per block
+constexpr int kRuleThreads = 96;   // a thread per leg: 16 worlds per block
 constexpr int kRuleRows = 5;       // state [W, 5, 6] float64: the rows below
 constexpr int kRulePhase = 0, kRuleStepping = 1, kRuleScore1 = 2, kRuleScore2 = 3, kRuleScore3 = 4;
 constexpr int kMtWords = 624;               // MT19937's key
@@ -98,7 +100,7 @@ FLYCUDA_HOST_DEVICE inline int choice_index(int64_t* rng, int k) {
   return static_cast<int>(v);
 }
 
-using RulePlan = HybridPlan;  // one thread per world, ctrl [W, nu] with any strides
+using RulePlan = HybridPlan;  // a thread per leg, ctrl [W, nu] with any strides
 
 // The leg that starts stepping this step, or -1 (FlyGym's step(), its first lines).
 FLYCUDA_HOST_DEVICE inline int rule_stepping_leg(const double* rules, const double* st, int64_t* rng) {
@@ -125,58 +127,72 @@ FLYCUDA_HOST_DEVICE inline int rule_stepping_leg(const double* rules, const doub
   return k == 0 ? -1 : eligible[choice_index(rng, k)];
 }
 
-// One step of world w (the file's header says what it does).
-template <typename index_t>
-FLYCUDA_HOST_DEVICE inline void rule_one(const double* par, const double* rules, double* state, int64_t* rngs,
-                                         const index_t* act_ids, float* ctrl, const RulePlan& p, int64_t w) {
+// World w's first part of a step: the leg to start stepping (drawn on the world's stream), marked
+// stepping, and the stream's step count. Reads every leg's scores and stepping flags: it runs
+// before any leg's own part.
+FLYCUDA_HOST_DEVICE inline void rule_choose(const double* rules, double* state, int64_t* rngs, int64_t w) {
   double* st = state + w * kRuleRows * kLegs;
   int64_t* rng = rngs + w * kRngCols;
-  const double two_pi = 6.283185307179586;
   const int sel = rule_stepping_leg(rules, st, rng);
   if (sel >= 0) st[kRuleStepping * kLegs + sel] = 1.0;
+  rng[kRngSteps] += 1;
+}
+
+// Leg l's phase: advanced while it steps; a completed step returns to 0 and stops.
+FLYCUDA_HOST_DEVICE inline void rule_advance(const double* rules, double* state, int64_t w, int l) {
+  double* st = state + w * kRuleRows * kLegs;
+  const double two_pi = 6.283185307179586;
   double* ph = st + kRulePhase * kLegs;
-  for (int l = 0; l < kLegs; ++l) {
-    if (st[kRuleStepping * kLegs + l] != 0.0) ph[l] = FLYCUDA_DADD(ph[l], rules[kRuleIncrement]);
-    if (ph[l] >= two_pi) {
-      ph[l] = 0.0;
-      st[kRuleStepping * kLegs + l] = 0.0;
-    }
+  if (st[kRuleStepping * kLegs + l] != 0.0) ph[l] = FLYCUDA_DADD(ph[l], rules[kRuleIncrement]);
+  if (ph[l] >= two_pi) {
+    ph[l] = 0.0;
+    st[kRuleStepping * kLegs + l] = 0.0;
   }
-  double* r1 = st + kRuleScore1 * kLegs;
-  double* r2 = st + kRuleScore2 * kLegs;
-  double* r3 = st + kRuleScore3 * kLegs;
-  for (int l = 0; l < kLegs; ++l) r1[l] = r2[l] = r3[l] = 0.0;
-  for (int l = 0; l < kLegs; ++l) {  // rule 1: assigned, source by source
-    const double swing_end = par[kParAdhesionEnd + l];
-    const bool swinging = 0.0 < ph[l] && ph[l] < swing_end;
+}
+
+// Leg l's three scores from every leg's new phase (FlyGym's sources in order: rule 1 assigned,
+// rules 2 and 3 accumulated from +0.0), then its angles and adhesion into ctrl. Reads the other
+// legs' phases: it runs after every leg's rule_advance.
+template <typename index_t>
+FLYCUDA_HOST_DEVICE inline void rule_leg(const double* par, const double* rules, double* state,
+                                         const index_t* act_ids, float* ctrl, const RulePlan& p, int64_t w, int l) {
+  double* st = state + w * kRuleRows * kLegs;
+  const double* ph = st + kRulePhase * kLegs;
+  const double two_pi = 6.283185307179586;
+  double r1 = 0.0, r2 = 0.0, r3 = 0.0;
+  for (int src = 0; src < kLegs; ++src) {
+    const double swing_end = par[kParAdhesionEnd + src];
+    const bool swinging = 0.0 < ph[src] && ph[src] < swing_end;
+    const double progress = FLYCUDA_DSUB(ph[src], swing_end);
+    const double ratio = FLYCUDA_DDIV(progress > 0.0 ? progress : 0.0, FLYCUDA_DSUB(two_pi, swing_end));
     for (int k = 0; k < 2; ++k) {
-      const int t = rule_target(1, l, k);
-      if (t >= 0) r1[t] = swinging ? rules[kRuleW1] : 0.0;
-    }
-  }
-  for (int rule = 2; rule <= 3; ++rule) {  // rules 2 and 3: accumulated, source by source
-    double* r = rule == 2 ? r2 : r3;
-    for (int l = 0; l < kLegs; ++l) {
-      const double swing_end = par[kParAdhesionEnd + l];
-      const double progress = FLYCUDA_DSUB(ph[l], swing_end);
-      const double ratio = FLYCUDA_DDIV(progress > 0.0 ? progress : 0.0, FLYCUDA_DSUB(two_pi, swing_end));
-      if (ratio == 0.0) continue;
-      for (int k = 0; k < 2; ++k) {
-        const int t = rule_target(rule, l, k);
-        if (t < 0) continue;
-        const bool ipsi = (l < 3) == (t < 3);
-        const double weight = rules[rule == 2 ? (ipsi ? kRuleW2Ipsi : kRuleW2Contra) : (ipsi ? kRuleW3Ipsi : kRuleW3Contra)];
-        r[t] = FLYCUDA_DADD(r[t], FLYCUDA_DMUL(weight, rule == 2 ? FLYCUDA_DSUB(1.0, ratio) : ratio));
+      const bool ipsi = (src < 3) == (l < 3);
+      if (rule_target(1, src, k) == l) r1 = swinging ? rules[kRuleW1] : 0.0;
+      if (ratio != 0.0 && rule_target(2, src, k) == l) {
+        r2 = FLYCUDA_DADD(r2, FLYCUDA_DMUL(rules[ipsi ? kRuleW2Ipsi : kRuleW2Contra], FLYCUDA_DSUB(1.0, ratio)));
+      }
+      if (ratio != 0.0 && rule_target(3, src, k) == l) {
+        r3 = FLYCUDA_DADD(r3, FLYCUDA_DMUL(rules[ipsi ? kRuleW3Ipsi : kRuleW3Contra], ratio));
       }
     }
   }
-  rng[kRngSteps] += 1;
-  for (int l = 0; l < kLegs; ++l) {
-    double angles[kLegDofs];
-    step_angles(par, l, ph[l], 1.0, angles);
-    const double reduced = py_mod(ph[l], two_pi);
-    write_leg(act_ids, ctrl, p, w, l, angles, !(reduced > 0.0 && reduced < par[kParAdhesionEnd + l]));
-  }
+  st[kRuleScore1 * kLegs + l] = r1;
+  st[kRuleScore2 * kLegs + l] = r2;
+  st[kRuleScore3 * kLegs + l] = r3;
+  double angles[kLegDofs];
+  step_angles(par, l, ph[l], 1.0, angles);
+  const double reduced = py_mod(ph[l], two_pi);
+  write_leg(act_ids, ctrl, p, w, l, angles, !(reduced > 0.0 && reduced < par[kParAdhesionEnd + l]));
+}
+
+// One step of world w (the file's header says what it does), its legs one after another (the CPU
+// twin; the kernel runs them a lane each, meeting at a barrier between the parts).
+template <typename index_t>
+FLYCUDA_HOST_DEVICE inline void rule_one(const double* par, const double* rules, double* state, int64_t* rngs,
+                                         const index_t* act_ids, float* ctrl, const RulePlan& p, int64_t w) {
+  rule_choose(rules, state, rngs, w);
+  for (int l = 0; l < kLegs; ++l) rule_advance(rules, state, w, l);
+  for (int l = 0; l < kLegs; ++l) rule_leg(par, rules, state, act_ids, ctrl, p, w, l);
 }
 
 #if defined(__CUDACC__) || defined(FLYCUDA_EMU)
@@ -185,11 +201,18 @@ template <typename index_t>
 __global__ void rule_step_kernel(const double* __restrict__ par, const double* __restrict__ rules,
                                  double* __restrict__ state, int64_t* __restrict__ rng,
                                  const index_t* __restrict__ act_ids, float* __restrict__ ctrl, const RulePlan p) {
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (w < p.W) rule_one(par, rules, state, rng, act_ids, ctrl, p, w);
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t w = t / kLegs;  // a world's six legs: six adjacent lanes of one block
+  const int l = static_cast<int>(t - w * kLegs);
+  const bool live = w < p.W;
+  if (live && l == 0) rule_choose(rules, state, rng, w);
+  __syncthreads();  // the leg chosen is marked stepping (and every score read) before the legs go on
+  if (live) rule_advance(rules, state, w, l);
+  __syncthreads();  // every leg's new phase is written before any leg reads its neighbours'
+  if (live) rule_leg(par, rules, state, act_ids, ctrl, p, w, l);
 }
 
-// The launch (platform.h, "launch templates"): one thread per world, kRuleThreads a block.
+// The launch (platform.h, "launch templates"): a thread per leg, kRuleThreads (16 worlds) a block.
 template <class Launcher, typename index_t>
 void launch_rule_step(Launcher&& launch, const double* par,  // [kParCount] (hybrid_params, no extension)
                       const double* rules,                   // [kRuleCount]
@@ -199,7 +222,7 @@ void launch_rule_step(Launcher&& launch, const double* par,  // [kParCount] (hyb
                       float* ctrl,                           // [W, nu]
                       const RulePlan& p) {
   if (p.W > 0) {
-    const unsigned int blocks = static_cast<unsigned int>((p.W + kRuleThreads - 1) / kRuleThreads);
+    const unsigned int blocks = static_cast<unsigned int>((p.threads() + kRuleThreads - 1) / kRuleThreads);
     launch(rule_step_kernel<index_t>, dim3(blocks), dim3(kRuleThreads), 0, par, rules, state, rng, act_ids, ctrl, p);
   }
 }

@@ -4,12 +4,14 @@ One control step (:meth:`FlyVecEnv.step`) is, for all worlds at once::
 
     scatter_actions (actions -> ctrl)  ->  n x mjw.step  ->  episode_step (counters, ends)
     -> observe (motion_at, gather_columns[, the eyes])  ->  task.reward  ->  done = ended
-    -> final_obs = obs  ->  mjw.reset_data(reset=done)  ->  reset_worlds(done)  ->  observe
+    -> final_obs = obs  ->  [if a world ended: mjw.reset_data(reset=done)  ->  reset_worlds(done)  ->  observe]
 
 On CUDA it is captured once into a CUDA graph (after one eager step: Warp compiles its
 kernels on first use) and each later step is one graph launch on torch's current stream:
-no allocation and, with ``check_actions=False``, no host sync. On the CPU the same code
-runs eagerly on Warp's CPU device. Every returned tensor is a buffer of the environment,
+no allocation and, with ``check_actions=False``, no host sync. The reset path runs only in
+the steps where a world ended (:attr:`FlyVecEnv.reset_branch`): in the graph it is a
+conditional node that the device decides at each launch. On the CPU the same code runs
+eagerly on Warp's CPU device. Every returned tensor is a buffer of the environment,
 refilled in place by the next call: ``clone()`` what you keep.
 """
 
@@ -41,6 +43,15 @@ __all__ = ["FlyVecEnv", "JITTER_STATES"]
 
 JITTER_STATES = 16
 """With a ``spawn_jitter``, at least this many initial states (spawns) for the worlds to draw from."""
+
+
+def reset_branch_for(device: torch.device, wp_device) -> str:
+    """:attr:`FlyVecEnv.reset_branch` for worlds on ``device``: ``"host"`` on the CPU; on CUDA
+    ``"device"`` where a graph can branch (:func:`flycuda.sim.streams.device_branches`), else
+    ``"always"``."""
+    if device.type != "cuda":
+        return "host"
+    return "device" if streams.device_branches(wp_device) else "always"
 
 
 class FlyVecEnv(VectorEnv):
@@ -115,9 +126,13 @@ class FlyVecEnv(VectorEnv):
         if graph and dev.type != "cuda":
             raise EnvError(f"graph=True needs a CUDA device; the worlds are on {dev}")
         self._graph, self._use_graph = None, (dev.type == "cuda") if graph is None else bool(graph)
-        # A CUDA graph cannot branch on the host: there the reset path runs in every step (the
-        # CPU skips it when no world ended). bench_env sets it on the CPU to time the CUDA path.
-        self._reset_every_step = dev.type == "cuda"
+        self.reset_branch = reset_branch_for(dev, self.sim.wp_device)
+        """Where the step decides to run the reset path (MuJoCo Warp's reset, the episode draws,
+        the second observation): ``"host"`` (the CPU: a host branch on any(done)), ``"device"``
+        (CUDA: a conditional node of the captured graph, Warp's ``capture_if``, CUDA 12.4+ toolkit
+        and driver; eagerly, one host read) or ``"always"`` (CUDA without conditional nodes, or a
+        failed conditional capture: every step, the resets masked to the ended worlds). The
+        results are the same bits in all three; bench_env times them."""
         self._wp_streams: dict = {}
         self._steps_run = 0
 
@@ -165,6 +180,7 @@ class FlyVecEnv(VectorEnv):
         # [W, 3] float32 for a store: terminated, truncated, overflow bits (flycuda env --record)
         self.status = torch.zeros(W, 3, device=dev)
         self._any = torch.zeros((), dtype=torch.bool, device=dev)
+        self._reset_flag = torch.zeros(1, dtype=torch.int32, device=dev)  # any(done) as reset_branch "device" reads it
         self.world_steps = torch.zeros(W, dtype=torch.int64, device=dev)
         self.episodes = torch.zeros(W, dtype=torch.int64, device=dev)
         self.offsets = torch.zeros(W, dtype=torch.float64, device=dev)
@@ -314,9 +330,17 @@ class FlyVecEnv(VectorEnv):
         self.nonfinite.mask(self.obs, self.rewards, self.task.info(), self.task.nonfinite_reward)
         torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.final_obs.copy_(self.obs)
-        if self._reset_every_step or bool(torch.any(self.done, out=self._any)):  # the CPU skips them if none ended
-            self._reset_done()
-            self._observe(reset=self.done)
+        if self.reset_branch == "device":
+            torch.any(self.done, out=self._any)
+            self._reset_flag.copy_(self._any)
+            streams.run_if(self._reset_flag, self._reset_ended)
+        elif self.reset_branch == "always" or bool(torch.any(self.done, out=self._any)):
+            self._reset_ended()
+
+    def _reset_ended(self) -> None:
+        """The reset path: a new episode in the ended worlds, and their second observation."""
+        self._reset_done()
+        self._observe(reset=self.done)
 
     # -- gymnasium's API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -430,9 +454,19 @@ class FlyVecEnv(VectorEnv):
         return streams.warp_on_torch_stream(self.sim.wp_device, self._wp_streams)
 
     def _capture(self) -> None:
-        """Captures :meth:`_advance` into a CUDA graph (after its first eager run)."""
+        """Captures :meth:`_advance` into a CUDA graph (after its first eager run). A reset path
+        that cannot be a conditional node falls back, with a warning, to running every step."""
         with streams.shared_stream(self.device):
-            self._graph = streams.capture_graph(self._advance, self.sim.wp_device)
+            try:
+                self._graph = streams.capture_graph(self._advance, self.sim.wp_device)
+            except RuntimeError as e:
+                if self.reset_branch != "device" or isinstance(e, (CaptureAllocationError, CaptureError)):
+                    raise
+                warnings.warn(f"flycuda.env: the reset path could not be captured as a conditional graph node "
+                              f"({e}); it runs in every step instead (the same results, slower)", RuntimeWarning,
+                              stacklevel=3)
+                self.reset_branch = "always"
+                self._graph = streams.capture_graph(self._advance, self.sim.wp_device)
 
     def _check(self, actions) -> torch.Tensor:
         W, A = self.actions.shape

@@ -10,8 +10,9 @@ Groups (``flycuda gpu-check --only GROUP``), in the order a lease's calls run th
 * ``nmf``: NeuroMechFly's replay at 1,000, 4,096 and 8,192 worlds against FlyGym's tutorial loop
   transcribed on the same model (bench_replay); the renderer on NeuroMechFly and fly-mesh at 64x64
   and 320x240 against mjw.render (bench_render); the env with the eyes (``fast:2``) and with the
-  descending drives at 4,096 worlds (``flycuda env``); odor at 4,096 worlds beside a physics step
-  (bench_odor). Needs MuJoCo Warp, and NeuroMechFly from FlyGym or ``$FLYCUDA_NEUROMECHFLY``.
+  descending drives at 4,096 worlds (``flycuda env``); the reset path in every step against only
+  when a world ended, with both (bench_env --reset-branch); odor at 4,096 worlds beside a physics
+  step (bench_odor). Needs MuJoCo Warp, and NeuroMechFly from FlyGym or ``$FLYCUDA_NEUROMECHFLY``.
 
 ``flycuda gpu-check --dry-run`` lists them, each with its command and why it would be skipped,
 without a GPU.
@@ -66,6 +67,9 @@ def steps(python: str, out_dir: str, no_warp: str, no_tests: str, no_connectome:
         st.Step("env with the descending drives (NeuroMechFly)",
                 _env(out_dir, "env_descending", "walk", ["--action", "descending"], python), timeout=80.0,
                 skip=no_nmf, group="nmf"),
+        bench("bench_env --reset-branch (NeuroMechFly)", ["--device", "cuda", "--model", "neuromechfly", "--reset-branch",
+                                                          "--worlds", ENV_WORLDS, "--steps", "20", "--rounds", "2",
+                                                          "--no-results"], 150.0, no_nmf, "nmf"),
         bench("bench_odor (4,096 worlds)", ["--device", "cuda", "--gpu-worlds", "4096", "--steps", "200", "--repeats",
                                             "2", "--no-results"], 60.0, no_warp or no_tests, "nmf"),
     ]

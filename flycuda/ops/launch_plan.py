@@ -32,7 +32,7 @@ RENDER_TILE_W, RENDER_TILE_H = 16, 8  # kTileW, kTileH: one block's pixels (4 wa
 REFIT_THREADS = 32             # kRefitThreads: one block per selected world
 
 # csrc/kernels/hybrid_step.cuh (FlyGym's walking controllers)
-HYBRID_THREADS = 128           # kHybridThreads: worlds per block
+HYBRID_THREADS = 96            # kHybridThreads: a thread per leg, 16 worlds per block
 HYBRID_COLUMNS = 48            # kHybridColumns: act_ids = the 42 angles' ctrl columns, then the 6 adhesions'
 HYBRID_STATE_ROWS = 5          # kStateRows: state [W, 5, 6] = phases, magnitudes, retraction, stumbling, net
 # The params tensor (float64), in order: (name, length) -> offsets kPar<Name> (tests/csrc/test_launch_plan.py)
@@ -43,7 +43,7 @@ HYBRID_SCALARS = ("timestep", "stumble_force", "retract_height", "retract_up", "
                   "stumble_down", "max_correction", "persist_steps", "persist_from", "rules", "adhesion", "turning")
 
 # csrc/kernels/rule_step.cuh (FlyGym's rule-based controller)
-RULE_THREADS = 128             # kRuleThreads: worlds per block
+RULE_THREADS = 96              # kRuleThreads: a thread per leg, 16 worlds per block
 RULE_STATE_ROWS = 5            # kRuleRows: state [W, 5, 6] = phases, stepping, rule1, rule2, rule3 scores
 RULE_RNG_COLS = 626            # kRngCols: rng [W, 626] = MT19937 key (624), its position, the steps taken
 RULES = ("rule1", "rule2_ipsi", "rule2_contra", "rule3_ipsi", "rule3_contra", "margin", "increment")  # kRule*

@@ -30,7 +30,7 @@ from .._ext import capturing  # the check lives below sim and recording, which b
 from ..errors import CaptureAllocationError, CaptureError
 
 __all__ = ["shared_stream", "capture_graph", "launch_graph", "capturing", "allocation_guard",
-           "CaptureAllocationError", "warp_on_torch_stream"]
+           "CaptureAllocationError", "warp_on_torch_stream", "device_branches", "run_if"]
 
 
 @contextlib.contextmanager
@@ -179,6 +179,26 @@ def capture_graph(fn: Callable[[], None], wp_device: str, repeat: int = 1):
             for _ in range(repeat):
                 fn()
     return cap.graph
+
+
+def device_branches(wp_device) -> bool:
+    """Can a graph captured on ``wp_device`` branch on the device: a CUDA device, with Warp's
+    conditional graph nodes (``wp.capture_if``: a CUDA 12.4+ toolkit and driver)?"""
+    import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
+
+    return wp.get_device(wp_device).is_cuda and wp.is_conditional_graph_supported()
+
+
+def run_if(flag: torch.Tensor, fn: Callable[[], None]) -> None:
+    """Runs ``fn`` when ``flag`` (int32 [1], on the device the work runs on) is nonzero. Inside a
+    capture (:func:`capture_graph`) ``fn``'s work becomes a conditional node of the graph, which
+    the device decides at each launch from the flag's value then, with no host sync (CUDA 12.4+:
+    :func:`device_branches`); outside one the flag is read on the host (on CUDA a sync)."""
+    import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
+
+    if flag.dtype != torch.int32 or flag.numel() != 1:
+        raise CaptureError(f"run_if's flag must be int32 with one element, got {flag.dtype} {list(flag.shape)}")
+    wp.capture_if(wp.from_torch(flag, dtype=wp.int32), on_true=fn)
 
 
 def launch_graph(graph) -> None:

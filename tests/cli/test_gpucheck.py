@@ -36,8 +36,8 @@ STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer syncchec
          "bench_odor", "bench_connectome", "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"]
 LEASE = ["bench_connectome (against SpMM)", "bench_replay (NeuroMechFly)", "bench_render (NeuroMechFly)",
          "env with the eyes (NeuroMechFly, fast:2)", "env with the descending drives (NeuroMechFly)",
-         "bench_odor (4,096 worlds)"]  # issue 53's device script (flycuda.gpucheck.lease)
-NMF = LEASE[1:5]  # those that need NeuroMechFly
+         "bench_env --reset-branch (NeuroMechFly)", "bench_odor (4,096 worlds)"]  # issue 53's device script
+NMF = LEASE[1:6]  # those that need NeuroMechFly (flycuda.gpucheck.lease)
 STEPS = STEPS + LEASE
 
 
@@ -423,4 +423,4 @@ def test_dry_run_lists_the_steps_without_a_gpu(tmp_path):
     assert proc.returncode == 0, proc.stderr
     listed = re.findall(r"^\[(\w+)\] (.+?) \((?:limit|skip)", proc.stdout, re.M)
     assert [n for _, n in listed] == LEASE and {g for g, _ in listed} == {"nmf", "connectome"}
-    assert "gpu-check --dry-run: 6 steps" in proc.stdout and not list(tmp_path.iterdir())  # nothing ran
+    assert f"gpu-check --dry-run: {len(LEASE)} steps" in proc.stdout and not list(tmp_path.iterdir())  # nothing ran

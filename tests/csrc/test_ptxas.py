@@ -12,7 +12,7 @@ kernel must fit in 72 registers and 256 bytes of stack (7 blocks of 128 threads 
 SM; the traversal's int32 stack and the pixel's parked state in local memory), its
 refit in 48 registers with no stack; the timed variant (in-kernel stage timers, a
 diagnostic) in 96 registers and the same stack. FlyGym's walking controllers (hybrid_step,
-one thread per world) in 80 registers and 352 bytes of stack. Static shared memory: none for the
+one thread per leg) in 80 registers and 160 bytes of stack. Static shared memory: none for the
 glue kernels; the pixel kernels' per-block culling (2 KiB of flags + 3 KiB for the
 pixel rectangle's reduction) at most 5.5 KiB, the refit's level-parallel unions
 (256 nodes' boxes + heights) at most 13.5 KiB: small enough for 16 blocks per SM.
@@ -70,13 +70,14 @@ BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
 RENDER_BUDGETS = {"render_tiles_kernel": (72, 256), "render_tiles_timed_kernel": (96, 256),
                   "refit_top_kernel": (48, 0)}
-# FlyGym's walking controllers, one thread per world: the six legs' phases, magnitudes, drives and
-# derivatives live in local arrays (and CUDA's double sin keeps its slow path's reduction there),
-# so a stack frame; at 4,096 worlds there are 32 blocks for 132 SMs, occupancy is not the limit.
-HYBRID_BUDGET = (80, 352)
-# FlyGym's rule-based controller, one thread per world: the scores and the eligible legs in
-# registers and a small frame (measured 56 registers, 24 B of stack with nvcc 13.0 for sm_90);
-# the MT19937 key in global memory (624 words a world).
+# FlyGym's walking controllers, one thread per leg: the six legs' phases and magnitudes before the
+# step in a local array (indexed by the lane's leg), and CUDA's double sin keeps its slow path's
+# reduction there: a small frame (measured 70 registers, 144 B of stack with nvcc 13.0 for sm_90;
+# one thread per world was 72 and 336 B).
+HYBRID_BUDGET = (80, 160)
+# FlyGym's rule-based controller, one thread per leg: the scores and the eligible legs in registers
+# and a small frame (measured 48 registers, 48 B of stack with nvcc 13.0 for sm_90; one thread per
+# world was 56 and 24 B); the MT19937 key in global memory (624 words a world).
 RULE_BUDGET = (64, 64)
 # Odor at the sensors, one thread per (world, odor dimension, sensor): float64 pow, or exp, log and
 # Cephes' k0e, whose Chebyshev coefficients unroll into immediates (measured 54 registers, no stack,
