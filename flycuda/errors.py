@@ -13,7 +13,8 @@ import importlib.util
 
 __all__ = ["FlycudaError", "BridgeError", "FlyGymError", "MotionError", "SplineError", "ObservableError",
            "StoreError", "RecordingError", "RenderError", "SceneError", "VisionError", "ReplayError", "ControlError",
-           "RankError", "CaptureError", "CaptureAllocationError", "EnvError", "MissingDependencyError"]
+           "RankError", "CaptureError", "CaptureAllocationError", "ConditionalCaptureError", "EnvError",
+           "MissingDependencyError"]
 
 
 class FlycudaError(ValueError):
@@ -41,6 +42,12 @@ class CaptureError(FlycudaError, RuntimeError):
 
 class CaptureAllocationError(CaptureError):
     """torch's caching allocator allocated memory while a CUDA graph was being captured."""
+
+
+class ConditionalCaptureError(FlycudaError, RuntimeError):
+    """CUDA or Warp could not make a conditional graph node (:func:`flycuda.sim.streams.run_if`)
+    of work that captures fine on its own: an old driver, or a node type a conditional body
+    cannot hold. (An error of the work itself is raised as it is.)"""
 
 
 # --- ops ------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ namespace kernels {
 
 constexpr int kLegs = 6;
 constexpr int kHybridThreads = 96;   // a thread per leg: 16 worlds per block
+static_assert(kHybridThreads % kLegs == 0, "a world's six legs must share a block (its barrier)");
 constexpr int kLegDofs = 7;          // a leg's angles, in FlyGym's step-data order
 constexpr int kKnots = 45;           // the splines' knots, 0 .. 2 pi
 constexpr int kPieces = kKnots - 1;

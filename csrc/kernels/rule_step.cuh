@@ -32,6 +32,7 @@ namespace flycuda {
 namespace kernels {
 
 constexpr int kRuleThreads = 96;   // a thread per leg: 16 worlds per block
+static_assert(kRuleThreads % kLegs == 0, "a world's six legs must share a block (its barrier)");
 constexpr int kRuleRows = 5;       // state [W, 5, 6] float64: the rows below
 constexpr int kRulePhase = 0, kRuleStepping = 1, kRuleScore1 = 2, kRuleScore2 = 3, kRuleScore3 = 4;
 constexpr int kMtWords = 624;               // MT19937's key

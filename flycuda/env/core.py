@@ -27,7 +27,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from .. import ops
-from ..errors import CaptureAllocationError, CaptureError, EnvError, VisionError
+from ..errors import CaptureAllocationError, CaptureError, ConditionalCaptureError, EnvError, VisionError
 from ..sim import streams
 from ..sim.mjwarp import DROPPED_BITS
 from ..vision.spec import parse_vision
@@ -43,6 +43,9 @@ __all__ = ["FlyVecEnv", "JITTER_STATES"]
 
 JITTER_STATES = 16
 """With a ``spawn_jitter``, at least this many initial states (spawns) for the worlds to draw from."""
+
+
+RESET_BRANCHES = ("host", "device", "always")
 
 
 def reset_branch_for(device: torch.device, wp_device) -> str:
@@ -126,13 +129,7 @@ class FlyVecEnv(VectorEnv):
         if graph and dev.type != "cuda":
             raise EnvError(f"graph=True needs a CUDA device; the worlds are on {dev}")
         self._graph, self._use_graph = None, (dev.type == "cuda") if graph is None else bool(graph)
-        self.reset_branch = reset_branch_for(dev, self.sim.wp_device)
-        """Where the step decides to run the reset path (MuJoCo Warp's reset, the episode draws,
-        the second observation): ``"host"`` (the CPU: a host branch on any(done)), ``"device"``
-        (CUDA: a conditional node of the captured graph, Warp's ``capture_if``, CUDA 12.4+ toolkit
-        and driver; eagerly, one host read) or ``"always"`` (CUDA without conditional nodes, or a
-        failed conditional capture: every step, the resets masked to the ended worlds). The
-        results are the same bits in all three; bench_env times them."""
+        self._reset_branch = reset_branch_for(dev, self.sim.wp_device)  # (reset_branch says what it is)
         self._wp_streams: dict = {}
         self._steps_run = 0
 
@@ -330,12 +327,13 @@ class FlyVecEnv(VectorEnv):
         self.nonfinite.mask(self.obs, self.rewards, self.task.info(), self.task.nonfinite_reward)
         torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.final_obs.copy_(self.obs)
-        if self.reset_branch == "device":
+        if self._reset_branch == "device" and (self.device.type == "cpu" or streams.capturing(self.device)):
             torch.any(self.done, out=self._any)
             self._reset_flag.copy_(self._any)
             streams.run_if(self._reset_flag, self._reset_ended)
-        elif self.reset_branch == "always" or bool(torch.any(self.done, out=self._any)):
-            self._reset_ended()
+        elif self._reset_branch != "host" or bool(torch.any(self.done, out=self._any)):
+            self._reset_ended()  # ("device" outside a capture on CUDA: as "always", no host sync; and the
+            # eager step before the capture makes what the path allocates on first use, outside it)
 
     def _reset_ended(self) -> None:
         """The reset path: a new episode in the ended worlds, and their second observation."""
@@ -413,7 +411,7 @@ class FlyVecEnv(VectorEnv):
         self.actions.copy_(actions.detach())  # a policy's autograd history stays out of the env's buffer
         with self._on_torch_stream():  # the graph, or the eager step, after the copy on torch's stream
             if self._graph is not None:
-                streams.launch_graph(self._graph)
+                self._launch()
             else:
                 self._advance()
         if self._graph is None and self._use_graph:
@@ -459,14 +457,47 @@ class FlyVecEnv(VectorEnv):
         with streams.shared_stream(self.device):
             try:
                 self._graph = streams.capture_graph(self._advance, self.sim.wp_device)
-            except RuntimeError as e:
-                if self.reset_branch != "device" or isinstance(e, (CaptureAllocationError, CaptureError)):
-                    raise
-                warnings.warn(f"flycuda.env: the reset path could not be captured as a conditional graph node "
-                              f"({e}); it runs in every step instead (the same results, slower)", RuntimeWarning,
-                              stacklevel=3)
-                self.reset_branch = "always"
+            except ConditionalCaptureError as e:
+                self._no_device_branch(e)
                 self._graph = streams.capture_graph(self._advance, self.sim.wp_device)
+        self._launched = False
+
+    def _launch(self) -> None:
+        """The captured step. Its first launch instantiates the graph: a conditional node CUDA
+        refuses only then (nothing ran) falls back as in :meth:`_capture`, and the step runs eagerly."""
+        try:
+            streams.launch_graph(self._graph)
+        except RuntimeError as e:
+            if self._launched or self._reset_branch != "device" or isinstance(e, CaptureError):
+                raise
+            self._no_device_branch(e)
+            self._graph = None  # captured again after this step
+            self._advance()
+        self._launched = True
+
+    def _no_device_branch(self, e: Exception) -> None:
+        warnings.warn(f"flycuda.env: the reset path could not be a conditional graph node ({e}); it runs in every "
+                      "step instead (the same results, slower)", RuntimeWarning, stacklevel=4)
+        self._reset_branch = "always"
+
+    @property
+    def reset_branch(self) -> str:
+        """Where the step decides to run the reset path (MuJoCo Warp's reset, the episode draws,
+        the second observation): ``"host"`` (the CPU: a host branch on any(done)), ``"device"``
+        (CUDA: a conditional node of the captured graph, Warp's ``capture_if``, CUDA 12.4+ toolkit
+        and driver; an eager CUDA step runs the path, masked, with no sync) or ``"always"``
+        (CUDA without conditional nodes, or a conditional node CUDA refused: every step, masked
+        to the ended worlds). The three give the same bits. Settable (tests, bench_env): the
+        captured step is made again."""
+        return self._reset_branch
+
+    @reset_branch.setter
+    def reset_branch(self, value: str) -> None:
+        if value not in RESET_BRANCHES:
+            raise EnvError(f"reset_branch must be one of {', '.join(RESET_BRANCHES)}, got {value!r}")
+        if value == "host" and self.device.type == "cuda":
+            raise EnvError("reset_branch 'host' cannot be captured into a CUDA graph: use 'device' or 'always'")
+        self._reset_branch, self._graph = value, None
 
     def _check(self, actions) -> torch.Tensor:
         W, A = self.actions.shape

@@ -36,7 +36,8 @@ FORMAT = "flycuda.env_state/1"
 CONSTANT = frozenset({"sim", "frames", "_init", "_columns", "_angle_columns", "action_map", "renderer", "scene",
                       "rowptr", "src", "weight", "bias", "tau", "_connectome", "_params", "steady", "nodes", "order",
                       "retina", "spline", "layout", "env", "_graph", "_wp_streams", "_done_wp",
-                      "_all", "_skip", "_full"})  # (the eyes' masks and scratch, made on first use)
+                      "_all", "_skip", "_full",  # (the eyes' masks and scratch, made on first use)
+                      "_launched"})  # (whether the captured step has been launched once)
 # the Python numbers that are state (the others are settings, held equal by the fingerprint)
 STATE_SCALARS = frozenset({"seed_value", "_steps_run", "_begun", "seed"})
 _SCALARS = (bool, int, float)

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .._ext import capturing  # the check lives below sim and recording, which both need it
-from ..errors import CaptureAllocationError, CaptureError
+from ..errors import CaptureAllocationError, CaptureError, ConditionalCaptureError
 
 __all__ = ["shared_stream", "capture_graph", "launch_graph", "capturing", "allocation_guard",
            "CaptureAllocationError", "warp_on_torch_stream", "device_branches", "run_if"]
@@ -193,12 +193,31 @@ def run_if(flag: torch.Tensor, fn: Callable[[], None]) -> None:
     """Runs ``fn`` when ``flag`` (int32 [1], on the device the work runs on) is nonzero. Inside a
     capture (:func:`capture_graph`) ``fn``'s work becomes a conditional node of the graph, which
     the device decides at each launch from the flag's value then, with no host sync (CUDA 12.4+:
-    :func:`device_branches`); outside one the flag is read on the host (on CUDA a sync)."""
+    :func:`device_branches`); outside one the flag is read on the host (on CUDA a sync). Raises
+    :class:`ConditionalCaptureError` when the node cannot be made (``fn``'s own errors pass as
+    they are), and :class:`CaptureError` for a flag that is not the capture's device's."""
     import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
 
     if flag.dtype != torch.int32 or flag.numel() != 1:
         raise CaptureError(f"run_if's flag must be int32 with one element, got {flag.dtype} {list(flag.shape)}")
-    wp.capture_if(wp.from_torch(flag, dtype=wp.int32), on_true=fn)
+    live = torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    if live and (flag.device.type != "cuda" or flag.device.index != torch.cuda.current_device()):
+        raise CaptureError(f"run_if's flag must be on the device being captured (cuda:"
+                           f"{torch.cuda.current_device()}), got {flag.device}: it would be read once, now")
+
+    def body() -> None:
+        try:
+            fn()
+        except BaseException as e:
+            e.flycuda_run_if_body = True  # (its own error: not the conditional node's)
+            raise
+
+    try:
+        wp.capture_if(wp.from_torch(flag, dtype=wp.int32), on_true=body)
+    except RuntimeError as e:
+        if not live or getattr(e, "flycuda_run_if_body", False):
+            raise
+        raise ConditionalCaptureError(f"flycuda: a conditional graph node could not be made: {e}") from e
 
 
 def launch_graph(graph) -> None:

@@ -1,7 +1,10 @@
 """The reset path only in the steps where a world ended (FlyVecEnv.reset_branch): a host branch,
 a device flag read by a conditional graph node (Warp's capture_if), or every step (CUDA without
 conditional nodes). The three give the same bits; the flag is any(done); the path runs exactly
-when a world ended; a conditional capture that fails falls back to every step, with a warning."""
+when a world ended; a conditional node that CUDA refuses, at the capture or at the graph's first
+launch, falls back to every step with a warning. (On the CPU "device" reads the flag through
+capture_if on the host: what is held there is the flag and the branch; the conditional node itself
+is held on a GPU, below.)"""
 
 import functools
 import warnings
@@ -11,7 +14,7 @@ import torch
 
 import flycuda.env as fe
 from flycuda.env.core import reset_branch_for
-from flycuda.errors import CaptureError
+from flycuda.errors import CaptureError, ConditionalCaptureError, EnvError
 from flycuda.sim import streams
 
 pytestmark = pytest.mark.needs_warp
@@ -85,9 +88,10 @@ def test_each_device_gets_its_branch(monkeypatch):
     assert fe.make("imitate", worlds=2, device="cpu").reset_branch == "host"
 
 
-def test_a_failed_conditional_capture_falls_back_to_every_step(monkeypatch):
-    """A conditional body CUDA refuses (Warp raises RuntimeError) is captured again with the
-    reset path in every step, with one warning; a capture error of flycuda's own is raised."""
+def test_a_refused_conditional_node_falls_back_to_every_step(monkeypatch):
+    """A conditional node CUDA refuses at the capture (run_if's ConditionalCaptureError) is
+    captured again with the reset path in every step, with one warning; any other capture error is
+    raised as it is, and nothing changes."""
     env = fe.make("imitate", worlds=2, device="cpu")
     env.reset_branch = "device"
     tries, graph = [], object()
@@ -95,29 +99,75 @@ def test_a_failed_conditional_capture_falls_back_to_every_step(monkeypatch):
     def capture(fn, wp_device):
         tries.append(env.reset_branch)
         if len(tries) == 1:
-            raise RuntimeError("conditional body graph holds an unsupported node")
+            raise ConditionalCaptureError("conditional body graph holds an unsupported node")
         return graph
 
     monkeypatch.setattr(streams, "capture_graph", capture)
     with pytest.warns(RuntimeWarning, match="runs in every step instead"):
         env._capture()
     assert tries == ["device", "always"] and env.reset_branch == "always" and env._graph is graph
-    env.reset_branch, env._graph = "device", None
-    monkeypatch.setattr(streams, "capture_graph", lambda fn, wp_device: (_ for _ in ()).throw(CaptureError("ours")))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(CaptureError, match="ours"):
-            env._capture()
-    assert env.reset_branch == "device"
+    for error in (CaptureError("ours"), RuntimeError("CUDA error: out of memory")):
+        env.reset_branch = "device"
+        monkeypatch.setattr(streams, "capture_graph", lambda fn, wp_device, e=error: (_ for _ in ()).throw(e))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(type(error), match=str(error)):
+                env._capture()
+        assert env.reset_branch == "device" and env._graph is None
+
+
+def test_a_graph_refused_at_its_first_launch_runs_the_step_eagerly(monkeypatch):
+    """CUDA instantiates a graph at its first launch: a conditional node refused there (nothing
+    ran) warns, falls back to every step and runs the step eagerly, the same bits as a plain step."""
+    a, b = (fe.make("imitate", worlds=3, device="cpu", max_episode_steps=2, check_actions=False) for _ in range(2))
+    for env in (a, b):
+        env.reset(seed=1)
+    act = a.obs[:, a.obs_slice("reference")].clone()
+    b.reset_branch = "device"
+    b._graph, b._launched = object(), False
+    monkeypatch.setattr(streams, "launch_graph", lambda g: (_ for _ in ()).throw(RuntimeError("instantiate")))
+    for k in range(3):
+        if k == 0:
+            with pytest.warns(RuntimeWarning, match="runs in every step instead"):
+                got = b.step(act)
+        else:
+            got = b.step(act)
+        want = a.step(act)
+        assert all(torch.equal(x, y) for x, y in zip(got[:4], want[:4])), k
+    assert b.reset_branch == "always" and b._graph is None
+    b._graph, b._launched = object(), True  # a later launch's error is not the node's: raised
+    with pytest.raises(RuntimeError, match="instantiate"):
+        b.step(act)
+
+
+def test_reset_branch_is_checked_and_run_if_passes_the_bodys_errors():
+    env = fe.make("imitate", worlds=2, device="cpu")
+    with pytest.raises(EnvError, match="reset_branch must be one of host, device, always, got 'sometimes'"):
+        env.reset_branch = "sometimes"
+    assert env.reset_branch == "host"
+
+    def body():
+        raise ValueError("the body's own")
+
+    with pytest.raises(ValueError, match="the body's own"):
+        streams.run_if(torch.ones(1, dtype=torch.int32), body)
 
 
 @pytest.mark.needs_cuda
 def test_the_captured_conditional_step_equals_every_step_on_cuda():
-    """On a GPU: the captured step (a conditional node where CUDA 12.4+ allows it) gives the same
-    bits as the reset path in every step, and as the CPU's host branch."""
-    dev = "cuda"
-    runs = {b: _run(b, device=dev) for b in ("always", reset_branch_for(torch.device(dev), "cuda:0"))}
-    (a, _), (b, _) = runs.values()
-    for k, (x, y) in enumerate(zip(a, b)):
+    """On a GPU with conditional graph nodes: the step is captured with the reset path as a
+    conditional node (no warning, no fallback) and gives the same bits as the path in every step."""
+    if reset_branch_for(torch.device("cuda"), "cuda:0") != "device":
+        pytest.skip("this CUDA toolkit or driver has no conditional graph nodes (12.4+)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        device, _ = _run("device", device="cuda")
+    always, _ = _run("always", device="cuda")
+    for k, (x, y) in enumerate(zip(device, always)):
         for i in range(5):
             assert torch.equal(x[i], y[i]), (k, i)
+    env = fe.make("imitate", worlds=2, device="cuda")
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(env.obs[:, env.obs_slice("reference")].clone())
+    assert env.captured and env.reset_branch == "device"

@@ -22,14 +22,18 @@ from flycuda.control import load_steps, tripod_params
 from flycuda.ops.launch_plan import HYBRID_PARAMS
 from flycuda.reference import walking as ref
 
+MANY_BLOCKS = 300  # worlds: 19 blocks of 16 worlds on CUDA (37 worlds: 3 blocks, the last partial)
+
 
 @pytest.mark.parametrize("device", cpu_and_cuda())
 @pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("W", [1, 5, 37, 300])
+@pytest.mark.parametrize("W", [1, 5, 37, MANY_BLOCKS])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("kind,index_dtype", [("contiguous", torch.int64), ("strided", torch.int32),
                                               ("transposed", torch.int64)])
 def test_matches_reference(device, mode, W, dtype, kind, index_dtype):
+    if W == MANY_BLOCKS and device == "cpu":
+        pytest.skip("the GPU's many blocks; on the CPU 37 worlds run the same per-world loop (and the emulator's cases the blocks)")
     rng = np.random.default_rng(W)
     par = params(mode)
     state, cnt = initial_state(W, W)

@@ -19,6 +19,8 @@ from flycuda.control import STEP_DURATION, load_steps, tripod_params
 from flycuda.ops.launch_plan import RULE_RNG_COLS
 from flycuda.reference import walking as ref
 
+MANY_BLOCKS = 300  # worlds: 19 blocks of 16 worlds on CUDA (37 worlds: 3 blocks, the last partial)
+
 
 def _params() -> torch.Tensor:
     t, c = load_steps(), tripod_params()
@@ -47,10 +49,12 @@ def _state(W: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize("device", cpu_and_cuda())
-@pytest.mark.parametrize("W", [1, 5, 37, 300])
+@pytest.mark.parametrize("W", [1, 5, 37, MANY_BLOCKS])
 @pytest.mark.parametrize("kind,index_dtype", [("contiguous", torch.int64), ("strided", torch.int32),
                                               ("transposed", torch.int64)])
 def test_matches_reference(device, W, kind, index_dtype):
+    if W == MANY_BLOCKS and device == "cpu":
+        pytest.skip("the GPU's many blocks; on the CPU 37 worlds run the same per-world loop (and the emulator's cases the blocks)")
     par, rules = _params(), ops.rule_params(1e-3, STEP_DURATION)  # 135 steps a leg's step: many complete
     state, rng = _state(W, W)
     ids, ctrl = controls(W, kind, index_dtype, W)

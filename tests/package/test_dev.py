@@ -23,9 +23,10 @@ void record_qpos_inline(torch::Tensor qpos, torch::Tensor adrs, torch::Tensor hi
 """
 
 
-def test_load_inline_cpu_kernel_matches_reference(tmp_path):
-    mod = dev.load_inline("flycuda_test_record_inline", RECORD_SRC, ["record_qpos_inline"],
-                          build_directory=str(tmp_path))
+def test_load_inline_cpu_kernel_matches_reference():
+    # torch's own build folder (~/.cache/torch_extensions), as a notebook's: a fixed path that
+    # ccache can hit on a later run (a new tmp_path each run made every compile a miss: 50 s)
+    mod = dev.load_inline("flycuda_test_record_inline", RECORD_SRC, ["record_qpos_inline"])
     qpos, adrs = torch.randn(7, 13), torch.randint(0, 13, (5,))
     for s in (0, 3, 4, 9):
         got, want = torch.full((7, 4, 5), 3.0), torch.full((7, 4, 5), 3.0)
