@@ -85,6 +85,9 @@ def pytest_unconfigure(config):
 ONE_LANE = ("tests/ops/", "tests/csrc/test_launch_plan.py", "tests/csrc/test_ptxas.py", "tests/control/",
             "tests/package/test_layers.py", "tests/package/test_docs.py", "tests/package/test_dev.py", "tests/csrc/test_sass.py",
             "tests/vision/test_connectome.py", "tests/cli/test_gpucheck.py", "tests/cli/test_doctor.py")
+# Run once though they use MuJoCo Warp: the notebooks, demos of calls that both lanes' tests hold
+# (their NeuroMechFly cells need the FlyGym lane, which runs them whole).
+ONE_LANE_ALWAYS = ("tests/package/test_notebooks.py",)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -108,6 +111,8 @@ def _rel(item) -> str:
 
 def lane_sensitive(item) -> bool:
     """Can ``item``'s outcome differ between the lanes (Python, MuJoCo, MuJoCo Warp, zarr)?"""
+    if _rel(item).startswith(ONE_LANE_ALWAYS):
+        return False
     return "needs_warp" in item.keywords or not _rel(item).startswith(ONE_LANE)
 
 
