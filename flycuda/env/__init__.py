@@ -170,7 +170,13 @@ def _task(task, options) -> Task:
     if unknown:
         raise EnvError(f"task {task!r} has no option {', '.join(map(repr, unknown))}; its options are: "
                        f"{', '.join(sorted(known))}")
-    return cls(**options)
+    try:
+        return cls(**options)
+    except EnvError:
+        raise
+    except (TypeError, ValueError) as e:  # a value of the wrong kind (wind="fast"): one line, not a traceback
+        given = ", ".join(f"{k}={v!r}" for k, v in sorted(options.items()))
+        raise EnvError(f"task {task!r} cannot take {given}: {e}") from None
 
 
 def _options_of(cls) -> set[str]:

@@ -402,8 +402,9 @@ class FlyVecEnv(VectorEnv):
         ``actions``: float32 [W, A] on the environment's device (the driven joints' target
         angles in rad; clamped to the actuators' ranges; with ``action="descending"`` [W, 2]:
         each world's left and right descending drives, which FlyGym's hybrid turning
-        controller turns into joint targets and adhesion every physics step), or a float32 numpy array (as
-        ``action_space.sample()`` gives; copied to the device). Checked before anything runs:
+        controller turns into joint targets and adhesion every physics step), or a numpy array (as
+        ``action_space.sample()`` gives; copied to the device); another floating type (float64, as
+        gymnasium users often hold) is cast to float32. Checked before anything runs:
         shape, dtype, device and, with ``check_actions`` (the default), that every entry is
         finite (on CUDA one host sync; with it off a non-finite action is applied as the
         range's low end and ends its world: ``info["nonfinite_action"]``)."""
@@ -501,14 +502,14 @@ class FlyVecEnv(VectorEnv):
 
     def _check(self, actions) -> torch.Tensor:
         W, A = self.actions.shape
-        if isinstance(actions, np.ndarray) and actions.dtype == np.float32:  # gymnasium's samples: copied over
+        if isinstance(actions, np.ndarray) and np.issubdtype(actions.dtype, np.floating):  # gymnasium's samples
             actions = torch.from_numpy(actions).to(self.device)
         if not isinstance(actions, torch.Tensor):
             raise EnvError(f"actions must be a torch tensor float32 [{W}, {A}] on {self.device}, got "
                            f"{type(actions).__name__}")
-        if tuple(actions.shape) != (W, A) or actions.dtype != torch.float32 or actions.device != self.device:
-            raise EnvError(f"actions must be float32 [{W}, {A}] on {self.device}, got {actions.dtype} "
-                           f"{list(actions.shape)} on {actions.device}")
+        if tuple(actions.shape) != (W, A) or not actions.dtype.is_floating_point or actions.device != self.device:
+            raise EnvError(f"actions must be float32 [{W}, {A}] on {self.device} (another floating type is cast), "
+                           f"got {actions.dtype} {list(actions.shape)} on {actions.device}")
         if self.check_actions and not bool(torch.isfinite(actions).all()):
             bad = (~torch.isfinite(actions)).any(dim=1).nonzero().flatten().tolist()
             raise EnvError(f"actions hold non-finite values (worlds {bad[:10]}{' ...' if len(bad) > 10 else ''}); "

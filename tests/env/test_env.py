@@ -223,8 +223,9 @@ def test_bad_settings_say_what_is_valid(bad, match):
 
 
 @pytest.mark.parametrize("actions,match", [
-    (torch.zeros(3, 41), r"float32 \[3, 42\]"), (torch.zeros(3, 42, dtype=torch.float64), "float32"),
+    (torch.zeros(3, 41), r"float32 \[3, 42\]"), (torch.zeros(3, 42, dtype=torch.int64), "float32"),
     ("left", "torch tensor"), (torch.full((3, 42), float("nan")), "non-finite"),
+    (torch.full((3, 42), float("inf"), dtype=torch.float64), "non-finite"),
 ])
 def test_bad_actions_raise_before_stepping(actions, match):
     env = fe.make("walk", worlds=3, device="cpu")
@@ -233,6 +234,19 @@ def test_bad_actions_raise_before_stepping(actions, match):
     with pytest.raises(EnvError, match=match):
         env.step(actions)
     assert torch.equal(env.sim.view("qpos"), qpos) and (env.world_steps == 0).all()
+
+
+def test_float64_actions_are_cast_as_gymnasium_users_expect():
+    """float64 torch tensors and numpy arrays step as their float32 casts do, bit for bit."""
+    runs = []
+    for kind in ("float32", "torch float64", "numpy float64"):
+        env = fe.make("imitate", worlds=3, device="cpu")
+        obs, _ = env.reset(seed=0)
+        a = _ref(env, obs).double() + 1e-9  # (a float64 value the cast rounds)
+        act = {"float32": a.float(), "torch float64": a, "numpy float64": a.numpy()}[kind]
+        runs.append([t.clone() for t in env.step(act)[:2]])
+    for got in runs[1:]:
+        assert all(torch.equal(x, y) for x, y in zip(got, runs[0]))
 
 
 @pytest.mark.needs_cuda

@@ -147,6 +147,9 @@ def test_the_cli_passes_task_options(capsys):
     assert "task 'odor_taxis' has no option 'windd'" in capsys.readouterr().err
     assert main([*base, "--task-option", "seed=3"]) == 2
     assert "--task-option seed is an option of every task: use --seed" in capsys.readouterr().err
+    assert main([*base, "--task-option", "wind=fast"]) == 2  # a value of the wrong kind: one line
+    err = capsys.readouterr().err
+    assert "task 'odor_taxis' cannot take wind='fast'" in err and "Traceback" not in err and len(err.splitlines()) == 1
     with pytest.raises(SystemExit):
         main([*base, "--task-option", "wind"])
     assert "expected NAME=VALUE" in capsys.readouterr().err
