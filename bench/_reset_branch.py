@@ -8,6 +8,7 @@ eagerly), with resets rare (no episode ends) and frequent (every world ends ever
 from __future__ import annotations
 
 import torch
+from _timing import interleaved_medians
 
 import flycuda.env as fe
 
@@ -24,7 +25,7 @@ def _actions(env, obs):
     return obs[:, env.obs_slice("reference")].clone()
 
 
-def reset_branch_rows(W: int, args, time_it, require_graph) -> list[list]:
+def reset_branch_rows(W: int, args, require_graph) -> list[list]:
     """One row per (config, resets, reset path), medians of ``args.rounds`` interleaved rounds."""
     rows = []
     for name, cfg in CONFIGS.items():
@@ -43,11 +44,7 @@ def reset_branch_rows(W: int, args, time_it, require_graph) -> list[list]:
                 step()  # warm-up: Warp's JIT, the capture
                 require_graph(env, f"flycuda.env ({name})")
                 envs["every step (before)" if branch else f"{env.reset_branch} branch (now)"] = step
-            times = {k: [] for k in envs}
-            for _ in range(args.rounds):
-                for k, fn in envs.items():
-                    times[k].append(time_it(fn, args.steps, torch.device(args.device)))
-            med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+            med = interleaved_medians(envs, args.rounds, args.steps, torch.device(args.device))
             base = med["every step (before)"]
             rows += [[args.model, W, name, resets, k, f"{t * 1e3:.2f}", f"{base / t:.2f}x"] for k, t in med.items()]
     return rows

@@ -37,3 +37,25 @@ def time_steps(step_fn, steps: int, device: str, repeats: int) -> float:
                 step_fn()
             runs.append((time.perf_counter() - t0) * 1e6 / steps)
     return statistics.median(runs)
+
+
+def time_it(fn, steps: int, device) -> float:
+    """Seconds per call of ``fn`` over ``steps`` eager calls (on CUDA synchronized before and after)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - t) / steps
+
+
+def interleaved_medians(cases: dict, rounds: int, steps: int, device) -> dict:
+    """``{name: median seconds per call}`` of each case's function (:func:`time_it`), the cases
+    interleaved round by round (a noisy machine slows them all alike)."""
+    times = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, fn in cases.items():
+            times[k].append(time_it(fn, steps, device))
+    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}

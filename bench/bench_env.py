@@ -26,12 +26,12 @@ masked write of the initial state.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 from _reset_branch import HEADER as RESET_HEADER
 from _reset_branch import reset_branch_rows
 from _results import append_results, format_table
+from _timing import interleaved_medians
 
 import flycuda.env as fe
 from flycuda.env.layout import DESCENDING_GROUPS, GROUPS
@@ -169,17 +169,6 @@ class GlueOnly:
             env.decimation, env._graph = n, graph
 
 
-def time_it(fn, steps: int, device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t = time.perf_counter()
-    for _ in range(steps):
-        fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return (time.perf_counter() - t) / steps
-
-
 def _bytes(*objs) -> int:
     """Bytes of the distinct tensor storages among the attributes of ``objs``."""
     seen, total = set(), 0
@@ -239,11 +228,7 @@ def vision_reset_rows(W: int, args) -> list[list]:
              "control step, reset worlds only (now)": lambda: step(masked),
              "the second render alone, every world (before)": lambda: masked(None),
              "the second render alone, reset worlds only (now)": lambda: masked(none)}
-    times = {k: [] for k in cases}
-    for _ in range(args.rounds):
-        for k, fn in cases.items():
-            times[k].append(time_it(fn, args.steps, env.device))
-    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    med = interleaved_medians(cases, args.rounds, args.steps, env.device)
     rows = []
     for k, t in med.items():
         base = med[k.replace("reset worlds only (now)", "every world (before)")]
@@ -280,7 +265,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.reset_branch:
         table = format_table(RESET_HEADER, [r for W in args.worlds
-                                             for r in reset_branch_rows(W, args, time_it, require_graph)])
+                                             for r in reset_branch_rows(W, args, require_graph)])
         print(table)
         if not args.no_results:
             append_results("flycuda.env: the reset path in every step vs only when a world ended (issue 53)",
@@ -317,12 +302,8 @@ def main() -> None:
             fn()
             fn()
         require_graph(env)
-        times = {"flycuda.env": [], base: [], "flycuda.env's glue alone": []}
-        for _ in range(args.rounds):
-            times["flycuda.env"].append(time_it(ours, args.steps, env.device))
-            times[base].append(time_it(theirs, args.steps, env.device))
-            times["flycuda.env's glue alone"].append(time_it(glue, args.steps, env.device))
-        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        med = interleaved_medians({"flycuda.env": ours, base: theirs, "flycuda.env's glue alone": glue}, args.rounds,
+                                  args.steps, env.device)
         physics = med["flycuda.env"] - med["flycuda.env's glue alone"]
         for k, t in med.items():
             rows.append([args.model, W, env.decimation, k, f"{W / t:,.0f}", f"{t * 1e3:.2f}",
