@@ -10,6 +10,8 @@ memory with Warp's arrays on Warp's device (CUDA or CPU): writing into
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 from typing import Iterable, Sequence
 
@@ -52,7 +54,18 @@ def quiet_warp(wp) -> None:
         wp.config.log_level = wp.LOG_WARNING
 
 
+def _skip_the_exit_collection() -> None:
+    """At exit, the interpreter's last garbage collection walks every object left, and Warp's
+    kernels keep millions (their parsed sources): 3-5 s at the end of every process that ran
+    MuJoCo Warp, ``flycuda`` commands included. Freezing them first (``gc.freeze``, an atexit
+    handler) skips that walk; what a run writes is closed before exit, never left to the collector."""
+    if not getattr(_skip_the_exit_collection, "registered", False):
+        atexit.register(gc.freeze)
+        _skip_the_exit_collection.registered = True
+
+
 def import_warp():
+    _skip_the_exit_collection()
     try:
         import warp as wp  # noqa: PLC0415  (lazy: Warp loads on first use, never on import flycuda)
 

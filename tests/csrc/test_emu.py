@@ -654,9 +654,12 @@ def _expect_read(case: emu.Case, s: int, T: int = 64) -> None:
         f"a block read another step than {s}: {torch.unique(case.out['ctrl']).tolist()}"
 
 
-@pytest.mark.parametrize("blocks,W,D", [(1, 6, 7), (672, 4096, 42), (5000, 32000, 40)],
-                         ids=["1-block", "672-blocks", "5000-blocks"])
-@pytest.mark.parametrize("counter", ["new_step_counter", "plain-1"])
+# The unfused path's launches do not depend on the grid's size: 1 and 672 blocks hold it (its
+# 5000-block case was 31 s of CI's emulator phase); the fused path's ticket runs at all three.
+@pytest.mark.parametrize("blocks,W,D,counter", [
+    pytest.param(b, w, d, c, id=f"{c}-{b}-block{'s' * (b > 1)}")
+    for c in ("new_step_counter", "plain-1") for b, w, d in ((1, 6, 7), (672, 4096, 42), (5000, 32000, 40))
+    if not (c == "plain-1" and b == 5000)])
 def test_fused_advance_atomics_per_block(blocks, W, D, counter):
     """The emulator counts every atomic of every block: the fused advance takes one
     (atomicInc) per block whatever the grid (1, 672 = 4096 worlds x 42 DOFs, 5000
