@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 // torch 2.10's stable headers (the oldest this builds against) name the shim's error check
@@ -260,5 +261,13 @@ bool has_internal_overlap(const Tensor& t);
 
 // Do the byte ranges that a and b span (any strides) intersect on one device?
 bool may_share_memory(const Tensor& a, const Tensor& b);
+
+// An op's tensor argument `name`: on `ref`'s device, of dtype dt and exactly `shape` (-1: any size
+// there), contiguous; the message prefixed with `op`'s name.
+void expect(const char* op, const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape,
+            const Tensor& ref, const char* ref_name);
+// No output shares memory with an input or with another output.
+using Named = std::pair<const char*, const Tensor*>;
+void check_disjoint(const char* op, const std::vector<Named>& inputs, const std::vector<Named>& outputs);
 
 }  // namespace flycuda

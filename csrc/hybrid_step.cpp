@@ -12,37 +12,6 @@
 namespace flycuda {
 namespace walking {
 
-void expect(const char* op, const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape,
-            const Tensor& ref, const char* ref_name) {
-  const char* kOpName = op;
-  FLYCUDA_CHECK(t.device() == ref.device(), "argument '", name, "' must be on ", ref.device(), " (the device of '",
-                ref_name, "'), got ", t.device());
-  FLYCUDA_CHECK(t.scalar_type() == dt, "argument '", name, "' must have dtype ", dt, ", got ", t.scalar_type());
-  bool same = t.dim() == static_cast<int64_t>(shape.size()), any = false;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    any = any || shape[i] < 0;
-    same = same && (shape[i] < 0 || t.size(static_cast<int64_t>(i)) == shape[i]);
-  }
-  FLYCUDA_CHECK(same, "argument '", name, "' must have shape ", sizes_str(shape), any ? " (-1: any)" : "", ", got ",
-                sizes_of(t));
-  FLYCUDA_CHECK(t.is_contiguous(), "argument '", name, "' must be contiguous, got shape ", sizes_of(t), " strides ",
-                strides_of(t));
-}
-
-void check_disjoint(const char* op, const std::vector<Named>& inputs, const std::vector<Named>& outputs) {
-  const char* kOpName = op;
-  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
-    for (const auto& [in_name, in] : inputs) {
-      FLYCUDA_CHECK(!may_share_memory(*out->second, *in), "argument '", out->first,
-                    "' must not share memory with argument '", in_name, "'");
-    }
-    for (auto other = std::next(out); other != outputs.end(); ++other) {
-      FLYCUDA_CHECK(!may_share_memory(*out->second, *other->second), "argument '", out->first,
-                    "' must not share memory with argument '", other->first, "'");
-    }
-  }
-}
-
 void check_ctrl_shape(const char* op, const Tensor& ctrl) {
   const char* kOpName = op;
   FLYCUDA_CHECK(ctrl.scalar_type() == kFloat && ctrl.dim() == 2, "argument 'ctrl' must be a float32 [W, nu] "

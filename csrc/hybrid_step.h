@@ -29,12 +29,12 @@ kernels::HybridPlan check_hybrid_step(const HybridArgs& a);
 // The checks the walking-controller ops (hybrid_step, rule_step, hybrid_senses) make, their
 // messages prefixed with `op`'s name.
 namespace walking {
-using Named = std::pair<const char*, const Tensor*>;
-// t: on `ref`'s device, of dtype dt and exactly `shape` (-1: any size there), contiguous.
-void expect(const char* op, const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape,
-            const Tensor& ref, const char* ref_name = "ctrl");
-// No output shares memory with an input or with another output.
-void check_disjoint(const char* op, const std::vector<Named>& inputs, const std::vector<Named>& outputs);
+using ::flycuda::check_disjoint;  // (common.h)
+using ::flycuda::Named;
+inline void expect(const char* op, const Tensor& t, const char* name, ScalarType dt, std::vector<int64_t> shape,
+                   const Tensor& ref, const char* ref_name = "ctrl") {
+  ::flycuda::expect(op, t, name, dt, std::move(shape), ref, ref_name);
+}
 // ctrl float32 [W, nu] without overlapping memory, act_ids [48] on its device, no output sharing
 // memory with an input or another output, W < 2^31, and on the CPU act_ids' values; the plan.
 kernels::HybridPlan check_ctrl(const char* op, const Tensor& act_ids, const Tensor& ctrl,

@@ -117,6 +117,14 @@ FLYCUDA_LIBRARY(m) {
   m.def(
       "connectome_step(Tensor v, Tensor stimulus, Tensor rowptr, Tensor src, Tensor weight, Tensor bias, Tensor tau, "
       "Tensor(a!) out, float dt, int input_nodes) -> ()");
+  // One 0.1 ms step of the FlyWire whole-brain LIF model for B brains over one connectivity
+  // (csrc/kernels/brain_step.cuh, Brian2's schedule): the spikes of step - delay delivered (the
+  // presynaptic CSR rowptr/post/count, ring flags cleared), every neuron's exact linear update,
+  // threshold, synaptic and Poisson input, reset; the spikes flagged in ring and logged.
+  m.def(
+      "brain_step(Tensor(a!) v, Tensor(b!) g, Tensor(c!) last, Tensor(d!) acc, Tensor(e!) ring, Tensor(f!) log, "
+      "Tensor(g!) log_count, Tensor rate, Tensor silence, Tensor seeds, Tensor step, Tensor rowptr, Tensor post, "
+      "Tensor count, float[] consts, int refractory, int delay) -> ()");
   // A replayed odor plume at every world's sensors (csrc/kernels/odor_plume.cuh): out[w, s] = the
   // grid [T, X, Y(, Z)] (node i at origin + i * spacing, frame t at t / fps) read at sensors[w, s]
   // bilinearly (trilinearly) and at time[w] linearly, in float64; NaN outside the grid; the

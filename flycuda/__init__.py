@@ -47,7 +47,7 @@ __all__ = ["motion_to_ctrl", "spline_to_ctrl", "spline_coeffs", "advance_step", 
 _LAZY = {"Sim": "flycuda.sim", "Motion": "flycuda.sim", "Recording": "flycuda.recording",
          "TileRenderer": "flycuda.render", "Vision": "flycuda.vision", "RetinaMap": "flycuda.vision"}
 _SUBPACKAGES = ("ops", "reference", "sim", "recording", "render", "vision", "replay", "env", "cli", "flygym", "control",
-                "errors", "dev", "profile")
+                "errors", "dev", "profile", "brain")
 
 
 def __getattr__(name: str):

@@ -2,6 +2,7 @@
 
 import ctypes.util
 import faulthandler
+import importlib
 import os
 import sys
 
@@ -84,7 +85,8 @@ def pytest_unconfigure(config):
 # not run them again. A test here that needs MuJoCo Warp (needs_warp) still runs in both.
 ONE_LANE = ("tests/ops/", "tests/csrc/test_launch_plan.py", "tests/csrc/test_ptxas.py", "tests/control/",
             "tests/package/test_layers.py", "tests/package/test_docs.py", "tests/package/test_dev.py", "tests/csrc/test_sass.py",
-            "tests/vision/test_connectome.py", "tests/cli/test_gpucheck.py", "tests/cli/test_doctor.py")
+            "tests/vision/test_connectome.py", "tests/cli/test_gpucheck.py", "tests/cli/test_doctor.py",
+            "tests/brain/")
 # Run once though they use MuJoCo Warp: the notebooks, demos of calls that both lanes' tests hold
 # (their NeuroMechFly cells need the FlyGym lane, which runs them whole).
 ONE_LANE_ALWAYS = ("tests/package/test_notebooks.py",)
@@ -107,6 +109,17 @@ HEAVY_FIRST = ("tests/package/test_notebooks.py", "tests/env/test_settle.py", "t
 
 def _rel(item) -> str:
     return os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
+
+
+def _imports(module: str) -> bool:
+    """Does ``module`` import? (Brian2 2.9, Python 3.11's, is installed but fails with NumPy 2.)"""
+    if not installed(module):
+        return False
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001  (any failure to import: the tests that need it skip)
+        return False
+    return True
 
 
 def lane_sensitive(item) -> bool:
@@ -161,6 +174,11 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError("FLYCUDA_REQUIRE_FLYGYM=1 (the FlyGym lane) but flyvis is not installed: "
                                 "pip install --no-deps -r requirements-flyvis.txt (run.sh does)")
     skip_flyvis = pytest.mark.skip(reason="needs flyvis (the FlyGym lane: requirements-flyvis.txt)")
+    brian2_ok = not any("needs_brian2" in i.keywords for i in items) or _imports("brian2")  # (its import: 2 s)
+    if flygym_ok and not brian2_ok and os.environ.get("FLYCUDA_REQUIRE_FLYGYM") == "1":
+        raise pytest.UsageError("FLYCUDA_REQUIRE_FLYGYM=1 (the FlyGym lane) but brian2 cannot be imported: "
+                                "pip install -r requirements-flygym.txt (run.sh does)")
+    skip_brian2 = pytest.mark.skip(reason="needs Brian2 >= 2.10 (the FlyGym lane: requirements-flygym.txt)")
     gl_ok = OSMESA
     skip_gl = pytest.mark.skip(reason="needs an OpenGL for MuJoCo's renderer (here: apt-get install libosmesa6)")
     skip_flygym = pytest.mark.skip(reason="needs FlyGym 2.x (Python >= 3.12; the FlyGym lane)")
@@ -175,6 +193,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gl)
         if "needs_flyvis" in item.keywords and not flyvis_ok:
             item.add_marker(skip_flyvis)
+        if "needs_brian2" in item.keywords and not brian2_ok:
+            item.add_marker(skip_brian2)
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@
 #include "kernels/episode.cuh"
 #include "kernels/hybrid_step.cuh"
 #include "kernels/hybrid_senses.cuh"
+#include "kernels/brain_step.cuh"
 #include "kernels/connectome_step.cuh"
 #include "kernels/odor_intensity.cuh"
 #include "kernels/odor_plume.cuh"
@@ -451,6 +452,22 @@ void run_connectome_step(Case& c) {
   c.save("out");
 }
 
+// As csrc/cuda/brain_step.cu: every tensor contiguous; the plan's numbers as the op's checks set them.
+void run_brain_step(Case& c) {
+  k::BrainPlan p;
+  p.B = c.i64("B"), p.N = c.i64("N"), p.E = c.i64("E"), p.delay = c.i64("delay"), p.R = p.delay + 1;
+  p.refractory = c.i64("refractory"), p.log_capacity = c.i64("log_capacity");
+  p.v_rest = c.f64("v_rest"), p.v_reset = c.f64("v_reset"), p.v_th = c.f64("v_th"), p.decay_g = c.f64("decay_g");
+  p.g_to_v = c.f64("g_to_v"), p.v_const = c.f64("v_const"), p.decay_v = c.f64("decay_v"), p.w_syn = c.f64("w_syn");
+  p.w_poi = c.f64("w_poi"), p.dt = c.f64("dt");
+  k::launch_brain_step(kLaunch, c.ptr<double>("v"), c.ptr<double>("g"), c.ptr<int32_t>("last"), c.ptr<int32_t>("acc"),
+                       c.ptr<uint8_t>("ring"), c.ptr<int64_t>("log"),
+                       reinterpret_cast<unsigned long long*>(c.ptr<int64_t>("log_count")), c.ptr<double>("rate"),
+                       c.ptr<uint8_t>("silence"), c.ptr<int64_t>("seeds"), c.ptr<int64_t>("step"),
+                       c.ptr<int32_t>("rowptr"), c.ptr<int32_t>("post"), c.ptr<int32_t>("count"), p);
+  for (const char* name : {"v", "g", "last", "acc", "ring", "log", "log_count"}) c.save(name);
+}
+
 // A kernel that never ends (e.g. a loop over a corrupted BVH) would hang CI:
 // after FLYCUDA_EMU_TIMEOUT seconds (default 300) the program says so and exits.
 void on_alarm(int) {
@@ -479,6 +496,7 @@ const std::map<std::string, std::function<void(Case&)>>& ops() {
       {"odor_intensity", run_odor_intensity},
       {"odor_plume", run_odor_plume},
       {"connectome_step", run_connectome_step},
+      {"brain_step", run_brain_step},
       {"render_tiles", run_render_tiles},
   };
   return table;

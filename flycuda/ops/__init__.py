@@ -14,6 +14,7 @@ walking controllers), :mod:`.senses` (their sensory inputs from MuJoCo Warp's Da
 """
 
 from .. import _ext  # noqa: F401  (loads flycuda._C: the schemas exist before the fakes register)
+from .brain import BRAIN_CONSTS, brain_step
 from .connectome import connectome_step
 from .episode import action_map, episode_step, gather_columns, motion_at, reset_worlds, scatter_actions
 from .odor import ODOR_FIELDS, PLUME_TIME_MODES, odor_intensity, odor_plume
@@ -30,4 +31,5 @@ __all__ = ["motion_to_ctrl", "spline_to_ctrl", "advance_step", "new_step_counter
            "render_tiles", "render_tiles_args", "pool_ommatidia", "spline_coeffs", "SplineError", "MODES",
            "motion_at", "scatter_actions", "gather_columns", "episode_step", "reset_worlds", "action_map",
            "hybrid_step", "hybrid_params", "rule_step", "rule_params", "rule_rng", "hybrid_senses", "geom_segments",
-           "CONTACT_FIELDS", "odor_intensity", "ODOR_FIELDS", "odor_plume", "PLUME_TIME_MODES", "connectome_step"]
+           "CONTACT_FIELDS", "odor_intensity", "ODOR_FIELDS", "odor_plume", "PLUME_TIME_MODES", "connectome_step",
+           "brain_step", "BRAIN_CONSTS"]

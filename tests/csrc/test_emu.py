@@ -62,6 +62,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import emu
+from helpers.brain import brain_args
 from helpers.cases import (
     EPISODE_OPS,
     M2C_SHAPES,
@@ -1256,6 +1257,48 @@ def test_connectome_step(sanitizer):
     got = torch.as_tensor(cases[-1].out["out"]).view(2, 20)
     assert got[:, hit].isnan().all() and got[:, [n for n in range(20) if n != hit]].isfinite().all()
 
+def _brain_case(a: dict) -> emu.Case:
+    B, N = a["v"].shape
+    consts = dict(zip(flycuda.ops.BRAIN_CONSTS, a["consts"]))
+    case = emu.Case("brain_step", B=B, N=N, E=a["post"].shape[0], delay=a["delay"], refractory=a["refractory"],
+                    log_capacity=a["log"].shape[0], **consts)
+    for name in ("v", "g", "last", "acc", "ring", "log", "log_count", "rate", "silence", "seeds", "step", "rowptr",
+                 "post", "count"):
+        case.array(name, a[name])
+    return case
+
+
+@pytest.mark.parametrize("sanitizer", FLAVOURS)
+def test_brain_step(sanitizer):
+    """The whole-brain step on the emulated grid (the propagation's int32 atomics from many blocks
+    at once into one brain's targets, then the neurons): bit for bit the CPU op, the log in any order;
+    one brain and many, a partial last block, a log that overflows; and a corrupted table, which the
+    op would refuse, read safely (a target out of range skipped, a row past the synapses stops at E)."""
+    args = [brain_args(3, 301, degree=30, seed=1), brain_args(1, 1, seed=2), brain_args(2, 700, degree=40, seed=3),
+            brain_args(4, 37, seed=4, log=5)]
+    bad = brain_args(2, 50, degree=10, seed=5)
+    bad["post"][3] = 999
+    bad["rowptr"][-1] += 5
+    expected = []
+    for a in args:
+        cpu = clone_args(a)
+        flycuda.ops.brain_step(**cpu)
+        expected.append(cpu)
+    cases = [_brain_case(clone_args(a)) for a in args + [bad]]
+    emu.run(cases, sanitizer)
+    for i, (case, want) in enumerate(zip(cases, expected)):
+        n = min(int(want["log_count"][0]), len(want["log"]))
+        for k in ("v", "g", "last", "acc", "ring", "log_count"):
+            assert torch.equal(torch.as_tensor(case.out[k]).view(want[k].shape), want[k]), (i, k)
+        log = torch.as_tensor(case.out["log"])
+        if int(want["log_count"][0]) > len(log):  # overflowed: which spikes got a place is the atomics' order
+            assert (want["last"].flatten()[log[3:] & 0xFFFFFFFF] == (log[3:] >> 32)).all(), log  # each one a spike
+        else:
+            assert torch.equal(log[:n].sort().values, want["log"][:n].sort().values), i
+        assert torch.equal(log[n:], want["log"][n:]), i
+    assert int(cases[-1].out["log_count"][0]) >= 0 and torch.as_tensor(cases[-1].out["v"]).isfinite().all()
+
+
 # Lines that no valid input reaches (kept as defensive code).
 UNREACHABLE = {("geoms.h", "default: return miss();")}
 
@@ -1274,7 +1317,7 @@ def test_cases_execute_every_kernel_line(request):
     for name in ("kernels/motion_to_ctrl.cuh", "kernels/record.cuh", "kernels/advance_step.cuh",
                  "kernels/pool_ommatidia.cuh", "kernels/episode.cuh", "kernels/hybrid_step.cuh", "kernels/rule_step.cuh",
                  "kernels/hybrid_senses.cuh", "kernels/odor_intensity.cuh", "kernels/odor_plume.cuh",
-                 "kernels/connectome_step.cuh", "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
+                 "kernels/connectome_step.cuh", "kernels/brain_step.cuh", "kernels/render_tiles.cuh", "kernels/render/layout.h", "kernels/render/geoms.h",
                  "kernels/render/bvh.h", "kernels/render/pixel.h", "kernels/render/cull.h"):
         assert name in missed, f"{name} was not compiled into the emulator"
     gaps = {name: [(n, text) for n, text in lines if (os.path.basename(name), text) not in UNREACHABLE]

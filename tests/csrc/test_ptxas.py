@@ -65,6 +65,7 @@ KERNELS += [("hybrid_senses", "flycuda::kernels::senses_contacts_kernel")]
 KERNELS += [("odor_intensity", "flycuda::kernels::odor_intensity_kernel")]
 KERNELS += [("odor_plume", "flycuda::kernels::odor_plume_kernel")]
 KERNELS += [("connectome_step", "flycuda::kernels::connectome_step_kernel")]
+KERNELS += [("brain_step", f"flycuda::kernels::{k}") for k in ("brain_propagate_kernel", "brain_neurons_kernel")]
 BUDGETED = {"motion_to_ctrl", "spline_to_ctrl", "record", "advance_step", "pool_ommatidia", "episode",
             "hybrid_senses"}
 # The renderer's kernels: (registers, stack bytes) at most, no spills.
@@ -89,6 +90,10 @@ ODOR_BUDGET = (64, 0)
 # and the general path's 8 eye offsets in registers (measured 40 registers, no stack, with nvcc 13.0
 # for sm_90); 48 leaves 40 resident warps per SM. Its loop's SASS per term: tests/csrc/test_sass.py.
 CONNECTOME_BUDGET = (48, 0)
+# The whole brain, a thread per (brain, neuron): the propagation's row loop of int32 atomics, and the
+# neuron's float64 update with its counter-based draw (measured 24 and 32 registers, no stack, with
+# nvcc 13.0 for sm_90): a stack frame would mean the 64-bit hash or the state went to local memory.
+BRAIN_BUDGET = (40, 0)
 # Static shared memory (bytes) at most; every other kernel: none.
 SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632, "refit_top_kernel": 13824}
 
@@ -97,7 +102,7 @@ def probe_source() -> str:
     lines = ['#include "kernels/advance_step.cuh"', '#include "kernels/episode.cuh"', '#include "kernels/hybrid_step.cuh"',
              '#include "kernels/rule_step.cuh"', '#include "kernels/hybrid_senses.cuh"',
              '#include "kernels/odor_intensity.cuh"', '#include "kernels/odor_plume.cuh"',
-             '#include "kernels/connectome_step.cuh"',
+             '#include "kernels/connectome_step.cuh"', '#include "kernels/brain_step.cuh"',
              '#include "kernels/motion_to_ctrl.cuh"',
              '#include "kernels/pool_ommatidia.cuh"', '#include "kernels/record.cuh"',
              '#include "kernels/render_tiles.cuh"', "",
@@ -178,6 +183,8 @@ def _budget(r: dict) -> tuple[int, int] | None:
         return ODOR_BUDGET
     if r["family"] == "connectome_step":
         return CONNECTOME_BUDGET
+    if r["family"] == "brain_step":
+        return BRAIN_BUDGET
     for kernel, budget in RENDER_BUDGETS.items():
         if f"::{kernel}(" in r["name"] or r["name"].endswith(kernel):
             return budget
@@ -210,6 +217,8 @@ def _family(name: str) -> str:
         return "odor_plume"
     if "connectome_step_kernel" in name:
         return "connectome_step"
+    if "brain_propagate_kernel" in name or "brain_neurons_kernel" in name:
+        return "brain_step"
     if "motion_to_ctrl_kernel" in name:
         return "spline_to_ctrl" if "SplineFrames" in name else "motion_to_ctrl"
     for fam in ("record_kernel", "advance_step", "pool_ommatidia", "render_tiles", "refit_top"):

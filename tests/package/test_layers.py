@@ -3,7 +3,7 @@ flycuda's modules points down the stack, no module imports itself round a cycle,
 no module imports another module's private names (as gsplat's import-layer test).
 
     errors, _buildcfg  <-  _ext, profile  <-  ops, reference, dev, driver  <-  sim, recording, gpucheck
-        <-  flygym, control  <-  render  <-  vision  <-  worlds  <-  replay  <-  env  <-  cli
+        <-  flygym, control, brain  <-  render  <-  vision  <-  worlds  <-  replay  <-  env  <-  cli
 
 sim and recording sit side by side and never import each other; FlyGym's wing (flygym) stands
 on both, and FlyGym's walking controllers (control) beside it. The references read the ops' launch plans, and dev the grid emulator.
@@ -22,7 +22,7 @@ PACKAGE = os.path.join(ROOT, "flycuda")
 
 # the stage of each top-level name under flycuda (a subpackage or a module), low to high
 RANKS = {"errors": 0, "_buildcfg": 0, "_C": 0, "_ext": 1, "profile": 1, "ops": 2, "reference": 2, "dev": 2, "driver": 2,
-         "sim": 3, "recording": 3, "gpucheck": 3, "flygym": 4, "control": 4, "render": 5, "vision": 6, "worlds": 7, "replay": 8,
+         "sim": 3, "recording": 3, "gpucheck": 3, "brain": 4, "flygym": 4, "control": 4, "render": 5, "vision": 6, "worlds": 7, "replay": 8,
          "env": 9, "cli": 10, "__main__": 11}
 # imports between two stages of the same rank that are allowed (importer prefix -> imported stage)
 EXTENSIONS = {"flycuda._C"}  # compiled modules (no .py file)

@@ -1,0 +1,134 @@
+"""B brains stepped at once over one :class:`~flycuda.brain.connectome.Connectome`: their state on
+the device, their inputs (Poisson rates, silenced neurons) per brain, and the spikes they fire."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import FlycudaError
+from ..ops import brain_step
+from .connectome import Connectome
+from .model import Model
+
+__all__ = ["Brains", "Spikes"]
+
+NEVER = -(2 ** 31)  # `last` of a neuron that has not spiked
+
+
+@dataclass
+class Spikes:
+    """Spikes as three int64 arrays, sorted by (step, brain, neuron)."""
+
+    step: np.ndarray
+    brain: np.ndarray
+    neuron: np.ndarray
+
+    @classmethod
+    def from_log(cls, entries: torch.Tensor, N: int) -> "Spikes":
+        e = np.sort(entries.cpu().numpy())
+        idx = e & 0xFFFFFFFF
+        return cls(e >> 32, idx // N, idx % N)
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+
+class Brains:
+    """``batch`` brains of the model on one connectome, on ``device``.
+
+    Each brain has its own state, Poisson input rates (``set_rates``), silenced neurons
+    (``set_silenced``) and random stream (``seeds``: brain b's events are the same on every device
+    and in any batch). :meth:`step` advances all of them by one ``model.dt``; :meth:`spikes`
+    drains the spikes fired since the last call.
+
+    Memory: the connectome once (12 bytes a synapse), and per brain 39 bytes a neuron (v, g, rate
+    float64; last, acc int32; silence uint8) plus ``delay + 1`` bytes a neuron of spike flags.
+    """
+
+    def __init__(self, connectome: Connectome, batch: int = 1, *, model: Model | None = None, device="cpu",
+                 seeds=None, log_capacity: int | None = None):
+        if batch < 1:
+            raise FlycudaError(f"brain: batch must be >= 1, got {batch}")
+        self.model = model or Model()
+        if not self.model.rest_is_fixed():
+            raise FlycudaError("brain: v_0 is not a fixed point of this model's update in float64")
+        self.connectome, self.batch, self.device = connectome, batch, torch.device(device)
+        B, N, dev = batch, connectome.N, self.device
+        self.rowptr, self.post, self.count = (t.to(dev) for t in (connectome.rowptr, connectome.post, connectome.count))
+        self.consts, self.refractory, self.delay = self.model.consts(), self.model.refractory_steps(), \
+            self.model.delay_steps()
+        self.v = torch.full((B, N), self.model.v_0, dtype=torch.float64, device=dev)
+        self.g = torch.zeros(B, N, dtype=torch.float64, device=dev)
+        self.last = torch.full((B, N), NEVER, dtype=torch.int32, device=dev)
+        self.acc = torch.zeros(B, N, dtype=torch.int32, device=dev)
+        self.ring = torch.zeros(self.delay + 1, B, N, dtype=torch.uint8, device=dev)
+        self.rate = torch.zeros(B, N, dtype=torch.float64, device=dev)
+        self.silence = torch.zeros(B, N, dtype=torch.uint8, device=dev)
+        seeds = np.arange(B) if seeds is None else np.asarray(seeds, dtype=np.int64).reshape(-1)
+        if len(seeds) != B:
+            raise FlycudaError(f"brain: seeds must hold one seed per brain ({B}), got {len(seeds)}")
+        self.seeds = torch.as_tensor(seeds, dtype=torch.int64).to(dev)
+        self.step_counter = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.log = torch.zeros(log_capacity or max(4096, 64 * B * 32), dtype=torch.int64, device=dev)
+        self.log_count = torch.zeros(1, dtype=torch.int64, device=dev)
+
+    @property
+    def N(self) -> int:
+        return self.connectome.N
+
+    def _brains(self, brains) -> list[int]:
+        out = list(range(self.batch)) if brains is None else [int(b) for b in np.atleast_1d(brains)]
+        bad = [b for b in out if not 0 <= b < self.batch]
+        if bad:
+            raise FlycudaError(f"brain: brain {bad[0]} is not in [0, {self.batch})")
+        return out
+
+    def _neurons(self, neurons) -> torch.Tensor:
+        idx = torch.as_tensor(np.atleast_1d(np.asarray(neurons, dtype=np.int64)), device=self.device)
+        if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= self.N):
+            raise FlycudaError(f"brain: neuron indices must lie in [0, {self.N}), got [{int(idx.min())}, "
+                               f"{int(idx.max())}]")
+        return idx
+
+    def set_rates(self, neurons, rate: float | None = None, brains=None) -> None:
+        """Poisson input at ``rate`` Hz (default: the model's 150 Hz) onto ``neurons`` (Brian2
+        indices) of ``brains`` (default all); rate 0 removes it. Other neurons keep theirs."""
+        rate = self.model.r_poi if rate is None else float(rate)
+        if not (np.isfinite(rate) and rate >= 0):
+            raise FlycudaError(f"brain: rate must be finite and >= 0 Hz, got {rate}")
+        idx = self._neurons(neurons)
+        for b in self._brains(brains):
+            self.rate[b, idx] = rate
+
+    def set_silenced(self, neurons, silenced: bool = True, brains=None) -> None:
+        """Silences ``neurons`` of ``brains`` (their synapses carry nothing, model.py's ``silence``)."""
+        idx = self._neurons(neurons)
+        for b in self._brains(brains):
+            self.silence[b, idx] = int(silenced)
+
+    def step(self, steps: int = 1) -> None:
+        """Advances every brain by ``steps`` steps of ``model.dt``."""
+        for _ in range(steps):
+            brain_step(self.v, self.g, self.last, self.acc, self.ring, self.log, self.log_count, self.rate,
+                       self.silence, self.seeds, self.step_counter, self.rowptr, self.post, self.count,
+                       consts=self.consts, refractory=self.refractory, delay=self.delay)
+            self.step_counter += 1
+
+    @property
+    def steps_done(self) -> int:
+        return int(self.step_counter[0])
+
+    def spikes(self) -> Spikes:
+        """The spikes since the last call, sorted (the log is then emptied). Raises if more were
+        fired than the log holds (make the Brains with a larger ``log_capacity``, or drain more often)."""
+        k = int(self.log_count[0])
+        if k > self.log.shape[0]:
+            self.log_count.zero_()
+            raise FlycudaError(f"brain: {k} spikes since the last drain, but the log holds {self.log.shape[0]}: "
+                               "drain more often or raise log_capacity")
+        out = Spikes.from_log(self.log[:k], self.N)
+        self.log_count.zero_()
+        return out
