@@ -34,7 +34,8 @@ struct BrainArgs {
   int64_t delay;                // steps, >= 1
 };
 
-// Validates every argument (on the CPU, the tables' values too); the plan.
+// Validates every argument but the connectivity's values (the wrapper checks those once per tensor
+// version; the kernels are safe against any); the plan.
 kernels::BrainPlan check_brain_step(const BrainArgs& a);
 
 }  // namespace flycuda

@@ -123,8 +123,8 @@ __global__ void brain_propagate_kernel(uint8_t* __restrict__ ring, int32_t* __re
   const int32_t lo = rowptr[j] < 0 ? 0 : rowptr[j];
   const int32_t hi = rowptr[j + 1] > p.E ? static_cast<int32_t>(p.E) : rowptr[j + 1];
   for (int32_t e = lo; e < hi; ++e) {
-    const int32_t k = post[e];
-    if (static_cast<uint32_t>(k) < static_cast<uint32_t>(N)) atomicAdd(target + k, count[e]);
+    const int32_t k = post[e], c = count[e];  // both loads issued before the branch (e is within [0, E))
+    if (static_cast<uint32_t>(k) < static_cast<uint32_t>(N)) atomicAdd(target + k, c);
   }
 }
 

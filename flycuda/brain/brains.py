@@ -44,8 +44,13 @@ class Brains:
     and in any batch). :meth:`step` advances all of them by one ``model.dt``; :meth:`spikes`
     drains the spikes fired since the last call.
 
-    Memory: the connectome once (12 bytes a synapse), and per brain 39 bytes a neuron (v, g, rate
-    float64; last, acc int32; silence uint8) plus ``delay + 1`` bytes a neuron of spike flags.
+    Memory: the connectome once (8 bytes a synapse), and per brain 39 bytes a neuron (v, g, rate
+    float64; last, acc int32; silence uint8), ``delay + 1`` bytes a neuron of spike flags and 8 of
+    spike log (``log_capacity``, default a spike per neuron between drains).
+
+    The connectivity's values are checked once, here; :meth:`step` then calls
+    ``torch.ops.flycuda.brain_step`` itself (the wrapper's per-call checks cost more than a step of a
+    small network). Change ``rate``, ``silence`` and the state only in place.
     """
 
     def __init__(self, connectome: Connectome, batch: int = 1, *, model: Model | None = None, device="cpu",
@@ -72,8 +77,18 @@ class Brains:
             raise FlycudaError(f"brain: seeds must hold one seed per brain ({B}), got {len(seeds)}")
         self.seeds = torch.as_tensor(seeds, dtype=torch.int64).to(dev)
         self.step_counter = torch.zeros(1, dtype=torch.int64, device=dev)
-        self.log = torch.zeros(log_capacity or max(4096, 64 * B * 32), dtype=torch.int64, device=dev)
+        self._steps = 0  # the counter's value, mirrored on the host (no sync to guard its range)
+        # a spike per neuron of every brain between two drains by default (run() drains every 100 steps;
+        # a neuron spikes at most every refractory + 1 steps, an excited one every other step)
+        self.log = torch.zeros(log_capacity or max(1 << 16, B * N), dtype=torch.int64, device=dev)
         self.log_count = torch.zeros(1, dtype=torch.int64, device=dev)
+        # the whole op once, its checks with it (the connectivity's values, once for this Brains); then
+        # step() calls the op itself, without the wrapper's per-call checks
+        self._args = (self.v, self.g, self.last, self.acc, self.ring, self.log, self.log_count, self.rate,
+                      self.silence, self.seeds, self.step_counter, self.rowptr, self.post, self.count, self.consts,
+                      self.refractory, self.delay)
+        brain_step(*self._args[:14], consts=self.consts, refractory=self.refractory, delay=self.delay)
+        self.reset()
 
     @property
     def N(self) -> int:
@@ -109,17 +124,29 @@ class Brains:
         for b in self._brains(brains):
             self.silence[b, idx] = int(silenced)
 
+    def reset(self) -> None:
+        """Every brain back to rest at step 0 (inputs and silencing kept), the log emptied."""
+        self.v.fill_(self.model.v_0)
+        for t in (self.g, self.acc, self.ring, self.step_counter, self.log_count):
+            t.zero_()
+        self.last.fill_(NEVER)
+        self._steps = 0
+
     def step(self, steps: int = 1) -> None:
         """Advances every brain by ``steps`` steps of ``model.dt``."""
+        if self._steps + steps >= 2 ** 31 - 1:  # `last` is int32, log entries hold the step in 31 bits
+            raise FlycudaError(f"brain: {self._steps + steps} steps would pass 2^31 - 1 (59.6 simulated hours "
+                               "at 0.1 ms); reset() first")
+        op = torch.ops.flycuda.brain_step.default
         for _ in range(steps):
-            brain_step(self.v, self.g, self.last, self.acc, self.ring, self.log, self.log_count, self.rate,
-                       self.silence, self.seeds, self.step_counter, self.rowptr, self.post, self.count,
-                       consts=self.consts, refractory=self.refractory, delay=self.delay)
+            op(*self._args)
             self.step_counter += 1
+        self._steps += steps
 
     @property
     def steps_done(self) -> int:
-        return int(self.step_counter[0])
+        """Steps since the start (or the last reset)."""
+        return self._steps
 
     def spikes(self) -> Spikes:
         """The spikes since the last call, sorted (the log is then emptied). Raises if more were

@@ -1,5 +1,5 @@
 """The ``flycuda`` command line: ``flycuda replay ...``, ``flycuda render STORE``, ``flycuda env TASK``,
-``flycuda doctor`` and ``flycuda gpu-check`` (also ``python -m flycuda``). Each subcommand's
+``flycuda brain run``, ``flycuda doctor`` and ``flycuda gpu-check`` (also ``python -m flycuda``). Each subcommand's
 module owns its options (``add_parser``) and what it runs (``run``); this one only parses and
 reports.
 
@@ -15,11 +15,11 @@ import sys
 from ..errors import FlycudaError
 from ..recording.store import as_command
 from ..sim.preempt import Preempted
-from . import doctor, env, gpucheck, render, replay
+from . import brain, doctor, env, gpucheck, render, replay
 
 __all__ = ["build_parser", "main", "SUBCOMMANDS"]
 
-SUBCOMMANDS = (replay, render, env, doctor, gpucheck)
+SUBCOMMANDS = (replay, render, env, brain, doctor, gpucheck)
 
 
 class _Parser(argparse.ArgumentParser):

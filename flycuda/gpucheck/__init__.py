@@ -63,7 +63,7 @@ OP_TESTS = ["tests/ops/test_motion_to_ctrl.py", "tests/ops/test_spline_to_ctrl.p
             "tests/ops/test_record_chunk.py", "tests/ops/test_pool_ommatidia.py",
             "tests/ops/test_advance_step.py", "tests/ops/test_cuda_graph.py", "tests/sim/test_streams.py",
             "tests/ops/test_episode_ops.py", "tests/ops/test_hybrid_step.py", "tests/ops/test_rule_step.py",
-            "tests/ops/test_hybrid_senses.py"]
+            "tests/ops/test_hybrid_senses.py", "tests/ops/test_connectome_step.py", "tests/ops/test_brain_step.py"]
 RENDER_TESTS = ["tests/ops/test_render_tiles.py", "tests/render/test_render_top.py"]  # CPU-sized scenes: small on a GPU
 SELFTEST_SOURCE = os.path.join(HERE, "selftest.cu")
 NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}

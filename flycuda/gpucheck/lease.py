@@ -12,7 +12,10 @@ Groups (``flycuda gpu-check --only GROUP``), in the order a lease's calls run th
   and 320x240 against mjw.render (bench_render); the env with the eyes (``fast:2``) and with the
   descending drives at 4,096 worlds (``flycuda env``); the reset path in every step against only
   when a world ended, with both (bench_env --reset-branch); odor at 4,096 worlds beside a physics
-  step (bench_odor). Needs MuJoCo Warp, and NeuroMechFly from FlyGym or ``$FLYCUDA_NEUROMECHFLY``.
+  step (bench_odor). Needs MuJoCo Warp, and NeuroMechFly from FlyGym or ``$FLYCUDA_NEUROMECHFLY``;
+* ``brain``: the whole-brain model at FlyWire's scale (139,255 neurons, a generated connectome of its
+  statistics), 1, 32 and 256 brains x 1 s (bench_brain; issue 55's goals: 32 brains in <= 2.4 s, one
+  faster than real time; needs only torch).
 
 ``flycuda gpu-check --dry-run`` lists them, each with its command and why it would be skipped,
 without a GPU.
@@ -26,7 +29,7 @@ from . import steps as st
 
 __all__ = ["GROUPS", "steps", "no_neuromechfly"]
 
-GROUPS = ("connectome", "nmf")
+GROUPS = ("connectome", "nmf", "brain")
 """The groups this module's steps belong to."""
 REPLAY_WORLDS = ("1000", "4096", "8192")
 ENV_WORLDS = "4096"
@@ -72,4 +75,8 @@ def steps(python: str, out_dir: str, no_warp: str, no_tests: str, no_connectome:
                                                           "--no-results"], 150.0, no_nmf, "nmf"),
         bench("bench_odor (4,096 worlds)", ["--device", "cuda", "--gpu-worlds", "4096", "--steps", "200", "--repeats",
                                             "2", "--no-results"], 60.0, no_warp or no_tests, "nmf"),
+        bench("bench_brain (139,255 neurons, 1/32/256 brains)", ["--device", "cuda", "--neurons", "139255",
+                                                                 "--full-brains", "1", "32", "256", "--full-duration",
+                                                                 "1.0", "--no-brian2", "--no-results"], 240.0,
+              no_tests, "brain"),
     ]

@@ -20,20 +20,24 @@ import torch
 
 from .._ext import capturing
 
-__all__ = ["check_index", "check_offsets", "check_min", "check_columns", "seen"]
+__all__ = ["check_index", "check_offsets", "check_min", "check_columns", "seen", "EVERY_DEVICE"]
 
 CHECKED_DEVICES = ("cuda",)  # the C++ ops check CPU inputs themselves (tests check the CPU here too)
+# brain_step's connectivity (15 M synapses at FlyWire's scale, read every 0.1 ms step) is checked here on
+# every device: a scan per call would cost more than the step (its kernels are safe against any values)
+EVERY_DEVICE = ("cuda", "cpu")
 _SEEN: dict[tuple, tuple] = {}  # (id(tensor), check) -> (weakref, version, data_ptr, numel): checks passed
 _SEEN_MAX = 256
 _LOCK = threading.Lock()
 
 
-def _needs_check(t: torch.Tensor | None, check: tuple, ref: torch.Tensor | None = None) -> bool:
+def _needs_check(t: torch.Tensor | None, check: tuple, ref: torch.Tensor | None = None,
+                 devices: tuple = CHECKED_DEVICES) -> bool:
     """Is ``t`` a contiguous CUDA index tensor (on ``ref``'s device) that has not passed
     ``check`` as it is now? Anything else is the op's to judge: its metadata checks come
     first and say what is wrong (a device, dtype or shape), and during capture or
     torch.compile's tracing nothing is copied to the host."""
-    if torch.compiler.is_compiling() or t is None or t.device.type not in CHECKED_DEVICES:
+    if torch.compiler.is_compiling() or t is None or t.device.type not in devices:
         return False
     entry = _SEEN.get((id(t), check))  # the common case first: passed, unchanged
     if entry is not None and entry[0]() is t and entry[1:] == (_version(t), t.data_ptr(), t.numel()):
@@ -69,11 +73,11 @@ def _fail(op: str, msg: str) -> None:
 
 
 def check_index(op: str, name: str, ids: torch.Tensor, bound: int, bound_name: str, unique: bool = False,
-                ref: torch.Tensor | None = None) -> None:
+                ref: torch.Tensor | None = None, devices: tuple = CHECKED_DEVICES) -> None:
     """Every entry of the 1-D ``ids`` in [0, bound), and none repeated when ``unique``;
     the first failing position reported, as the op's in-order scan does."""
     check = ("index", op, name, int(bound), unique)
-    if ids.dim() != 1 or not _needs_check(ids, check, ref):
+    if ids.dim() != 1 or not _needs_check(ids, check, ref, devices):
         return
     h = ids.cpu().long()
     n = len(h)
@@ -95,10 +99,10 @@ def check_index(op: str, name: str, ids: torch.Tensor, bound: int, bound_name: s
 
 
 def check_offsets(op: str, name: str, offsets: torch.Tensor, total: int, total_name: str,
-                  ref: torch.Tensor | None = None) -> None:
+                  ref: torch.Tensor | None = None, devices: tuple = CHECKED_DEVICES) -> None:
     """CSR offsets: ``offsets[0] == 0``, non-decreasing, ``offsets[-1] == total``."""
     check = ("offsets", op, name, int(total))
-    if offsets.dim() != 1 or not _needs_check(offsets, check, ref):
+    if offsets.dim() != 1 or not _needs_check(offsets, check, ref, devices):
         return
     h = offsets.cpu().long()
     if len(h) < 1 or int(h[0]) != 0:

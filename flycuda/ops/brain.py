@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from ._values import check_index, check_offsets
+from ._values import EVERY_DEVICE, check_index, check_offsets
 from .checks import check_option, check_same_device
 
 __all__ = ["brain_step", "BRAIN_CONSTS"]
@@ -58,8 +58,11 @@ def brain_step(v: torch.Tensor, g: torch.Tensor, last: torch.Tensor, acc: torch.
         consts: the 10 numbers of :data:`BRAIN_CONSTS`, finite, dt > 0.
         refractory: steps (model.py: 2.2 ms, 22 steps); delay: steps >= 1 (1.8 ms, 18 steps).
 
-    Every tensor contiguous and on v's device. The CSR's values are checked once per tensor on
-    CUDA (with host copies; never while a graph is captured) and on every call on the CPU.
+    Every tensor contiguous and on v's device. The CSR's values are checked here once per tensor
+    version, on every device (CUDA: with host copies, never while a graph is captured): at
+    FlyWire's scale a scan per call would cost more than the step. Values that escape the check
+    (``torch.ops.flycuda.brain_step`` called directly, a table changed in place through another
+    alias) are never a memory error: a target out of range is skipped, a row read within [0, E).
 
     Raises:
         RuntimeError: a wrong dtype, shape, device, contiguity, aliasing or table value (naming the
@@ -74,8 +77,8 @@ def brain_step(v: torch.Tensor, g: torch.Tensor, last: torch.Tensor, acc: torch.
     check_option("brain_step", "refractory", 0 <= int(refractory) < 2 ** 30, "in [0, 2^30) steps", refractory)
     if (v.dim() == 2 and rowptr.dim() == 1 and post.dim() == 1 and rowptr.dtype == torch.int32
             and post.dtype == torch.int32 and rowptr.shape[0] == v.shape[1] + 1):
-        check_offsets("brain_step", "rowptr", rowptr, post.shape[0], "E = post.size(0)", ref=v)
-        check_index("brain_step", "post", post, v.shape[1], "N = v.size(1)", ref=v)
+        check_offsets("brain_step", "rowptr", rowptr, post.shape[0], "E = post.size(0)", ref=v, devices=EVERY_DEVICE)
+        check_index("brain_step", "post", post, v.shape[1], "N = v.size(1)", ref=v, devices=EVERY_DEVICE)
     torch.ops.flycuda.brain_step.default(v, g, last, acc, ring, log, log_count, rate, silence, seeds, step, rowptr,
                                          post, count, consts, int(refractory), int(delay))
 
@@ -98,8 +101,11 @@ def _brain_step_fake(v, g, last, acc, ring, log, log_count, rate, silence, seeds
         torch._check(t.dtype == dtype and (tuple(t.shape) == shape if shape else t.dim() == 1),
                      lambda: f"{op}: argument '{name}' must be {dtype} {list(shape) if shape else '[L]'}, got "
                              f"{t.dtype} {tuple(t.shape)}")
-    torch._check_value(len(consts) == len(BRAIN_CONSTS), lambda: f"{op}: argument 'consts' must hold 10 numbers")
+    torch._check_value(len(consts) == len(BRAIN_CONSTS) and all(map(math.isfinite, consts)) and consts[-1] > 0,
+                       lambda: f"{op}: argument 'consts' must hold 10 finite numbers, dt > 0")
     torch._check_value(1 <= delay < 4096, lambda: f"{op}: argument 'delay' must be in [1, 4096) steps, got {delay}")
+    torch._check_value(0 <= refractory < 2 ** 30,
+                       lambda: f"{op}: argument 'refractory' must be in [0, 2^30) steps, got {refractory}")
     check_same_device("brain_step", "v", v, g=g, last=last, acc=acc, ring=ring, log=log, log_count=log_count,
                       rate=rate, silence=silence, seeds=seeds, step=step, rowptr=rowptr, post=post, count=count)
     return None

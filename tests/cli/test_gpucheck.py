@@ -36,7 +36,8 @@ STEPS = ["CUDA tests", "compute-sanitizer memcheck", "compute-sanitizer syncchec
          "bench_odor", "bench_connectome", "PPO on flycuda.env (a learning curve)", "bench_vision", "bench_terrain"]
 LEASE = ["bench_connectome (against SpMM)", "bench_replay (NeuroMechFly)", "bench_render (NeuroMechFly)",
          "env with the eyes (NeuroMechFly, fast:2)", "env with the descending drives (NeuroMechFly)",
-         "bench_env --reset-branch (NeuroMechFly)", "bench_odor (4,096 worlds)"]  # issue 53's device script
+         "bench_env --reset-branch (NeuroMechFly)", "bench_odor (4,096 worlds)",
+         "bench_brain (139,255 neurons, 1/32/256 brains)"]  # issue 53's device script, and issue 55's brains
 NMF = LEASE[1:6]  # those that need NeuroMechFly (flycuda.gpucheck.lease)
 STEPS = STEPS + LEASE
 
@@ -94,7 +95,7 @@ def test_plan_covers_every_part_of_the_check(tmp_path):
     bare = gpucheck.plan(str(tmp_path), python="py", have_warp=False, sanitizer=None, root="/repo", nvcc=None)
     skipped = {s.name for s in bare if s.skip}
     assert skipped == set(STEPS) - {"CUDA tests", "bench_ops", "bench_control", "bench_odor", "bench_connectome",
-                                    "bench_connectome (against SpMM)"}
+                                    "bench_connectome (against SpMM)", LEASE[-1]}  # bench_brain: torch alone
     assert "--no-warp" in [s for s in bare if s.name == "bench_ops"][0].argv  # bench_ops still runs
     vision = by["bench_vision"]
     assert vision.argv[vision.argv.index("--worlds") + 1:][:2] == ["1000", "8192"] and vision.env["MUJOCO_GL"] == "osmesa"
@@ -410,7 +411,8 @@ def test_the_device_script_measures_the_real_fly_and_its_anchors(tmp_path, monke
     assert "--gpu-flies 1024 4096" in argv("bench_connectome (against SpMM)")
     assert "--vision fast:2" in argv(NMF[2]) and "--action descending" in argv(NMF[3])
     assert all("--worlds 4096" in argv(n) for n in NMF[2:])
-    assert {by[n].group for n in LEASE} == {"connectome", "nmf"}
+    assert {by[n].group for n in LEASE} == {"connectome", "nmf", "brain"}
+    assert "--neurons 139255 --full-brains 1 32 256 --full-duration 1.0" in argv(LEASE[-1])
     monkeypatch.setenv("FLYCUDA_NEUROMECHFLY", str(tmp_path / "none"))
     monkeypatch.setattr(gpucheck.lease.st, "installed", lambda m: m != "flygym")
     bare = {s.name: s.skip for s in gpucheck.plan(str(tmp_path), python="py", sanitizer="cs", root="/repo", nvcc="nvcc")}
@@ -418,9 +420,9 @@ def test_the_device_script_measures_the_real_fly_and_its_anchors(tmp_path, monke
 
 
 def test_dry_run_lists_the_steps_without_a_gpu(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "flycuda", "gpu-check", "--dry-run", "--only", "nmf,connectome",
+    proc = subprocess.run([sys.executable, "-m", "flycuda", "gpu-check", "--dry-run", "--only", "nmf,connectome,brain",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     listed = re.findall(r"^\[(\w+)\] (.+?) \((?:limit|skip)", proc.stdout, re.M)
-    assert [n for _, n in listed] == LEASE and {g for g, _ in listed} == {"nmf", "connectome"}
+    assert [n for _, n in listed] == LEASE and {g for g, _ in listed} == {"nmf", "connectome", "brain"}
     assert f"gpu-check --dry-run: {len(LEASE)} steps" in proc.stdout and not list(tmp_path.iterdir())  # nothing ran
