@@ -104,7 +104,7 @@ HEAVY_FIRST = ("tests/package/test_notebooks.py", "tests/env/test_settle.py", "t
                "tests/control/test_rules.py", "tests/vision/test_vision.py", "tests/flygym_lane/test_flygym.py",
                "tests/flygym_lane/test_connectome_flyvis.py", "tests/env/test_terrain.py", "tests/package/test_dev.py",
                "tests/ops/test_rule_step.py", "tests/env/test_env.py", "tests/replay/test_distributed.py",
-               "tests/cli/test_gpucheck.py")
+               "tests/cli/test_gpucheck.py", "tests/brain/test_brian2.py")
 
 
 def _rel(item) -> str:

@@ -104,27 +104,41 @@ FLYCUDA_HOST_DEVICE inline int64_t brain_log_entry(int64_t step, int64_t idx) {
 
 #if defined(__CUDACC__) || defined(FLYCUDA_EMU)  // the kernels and their launch: nvcc and the emulator
 
-// Step n's synaptic input: a thread per (brain, presynaptic neuron j); a flag of step n - delay is
-// cleared, and unless j is silenced in that brain its row's counts are added to their targets' acc
-// (int32 atomics: the sum is the same in any order). A target outside [0, N) is skipped.
+// Step n's synaptic input: a block per kBrainThreads (brain, presynaptic neuron j) pairs. Each thread
+// reads its flag of step n - delay and clears it; the block lists its spikes that are not silenced in
+// shared memory (a shared atomic: the list's order is the atomics', which no sum can show); then the
+// whole block walks each listed row together, a synapse a thread, coalesced, adding the counts to their
+// targets' acc (int32 atomics: the same sum in any order). A row of thousands of synapses (a hub) is
+// thousands / kBrainThreads steps of the block, not thousands of one thread's. A target outside [0, N)
+// is skipped; a row is read within [0, E).
 __global__ void brain_propagate_kernel(uint8_t* __restrict__ ring, int32_t* __restrict__ acc,
                                        const uint8_t* __restrict__ silence, const int64_t* __restrict__ step,
                                        const int32_t* __restrict__ rowptr, const int32_t* __restrict__ post,
                                        const int32_t* __restrict__ count, const BrainPlan p) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= p.threads()) return;
-  uint8_t* flag = ring + p.slot(step[0] - p.delay) * p.threads() + t;
-  if (*flag == 0) return;
-  *flag = 0;
-  if (silence[t] != 0) return;
-  const int32_t N = static_cast<int32_t>(p.N);
-  const int64_t b = t / p.N, j = t - b * p.N;
-  int32_t* target = acc + b * p.N;
-  const int32_t lo = rowptr[j] < 0 ? 0 : rowptr[j];
-  const int32_t hi = rowptr[j + 1] > p.E ? static_cast<int32_t>(p.E) : rowptr[j + 1];
-  for (int32_t e = lo; e < hi; ++e) {
-    const int32_t k = post[e], c = count[e];  // both loads issued before the branch (e is within [0, E))
-    if (static_cast<uint32_t>(k) < static_cast<uint32_t>(N)) atomicAdd(target + k, c);
+  FLYCUDA_SHARED(int32_t, spiked, kBrainThreads + 1);  // [0]: how many; then the block's spikes (flat t)
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x;
+  const int64_t t = first + threadIdx.x;
+  if (threadIdx.x == 0) spiked[0] = 0;
+  __syncthreads();
+  if (t < p.threads()) {
+    uint8_t* flag = ring + p.slot(step[0] - p.delay) * p.threads() + t;
+    if (*flag != 0) {
+      *flag = 0;
+      if (silence[t] == 0) spiked[1 + atomicAdd(&spiked[0], 1)] = static_cast<int32_t>(t - first);
+    }
+  }
+  __syncthreads();
+  const int32_t rows = spiked[0], N = static_cast<int32_t>(p.N);
+  for (int32_t r = 0; r < rows; ++r) {  // block-uniform
+    const int64_t src = first + spiked[1 + r];
+    const int64_t b = src / p.N, j = src - b * p.N;
+    int32_t* target = acc + b * p.N;
+    const int32_t lo = rowptr[j] < 0 ? 0 : rowptr[j];
+    const int32_t hi = rowptr[j + 1] > p.E ? static_cast<int32_t>(p.E) : rowptr[j + 1];
+    for (int32_t e = lo + static_cast<int32_t>(threadIdx.x); e < hi; e += static_cast<int32_t>(blockDim.x)) {
+      const int32_t k = post[e], c = count[e];  // both loads issued before the branch (e is within [0, E))
+      if (static_cast<uint32_t>(k) < static_cast<uint32_t>(N)) atomicAdd(target + k, c);
+    }
   }
 }
 

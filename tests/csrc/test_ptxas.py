@@ -90,12 +90,14 @@ ODOR_BUDGET = (64, 0)
 # and the general path's 8 eye offsets in registers (measured 40 registers, no stack, with nvcc 13.0
 # for sm_90); 48 leaves 40 resident warps per SM. Its loop's SASS per term: tests/csrc/test_sass.py.
 CONNECTOME_BUDGET = (48, 0)
-# The whole brain, a thread per (brain, neuron): the propagation's row loop of int32 atomics, and the
-# neuron's float64 update with its counter-based draw (measured 24 and 32 registers, no stack, with
-# nvcc 13.0 for sm_90): a stack frame would mean the 64-bit hash or the state went to local memory.
+# The whole brain: the propagation, a block per 256 (brain, neuron) pairs walking its spikes' rows
+# together (int32 atomics), and the neurons, a thread each, float64 update and counter-based draw
+# (measured 24 and 32 registers, no stack, with nvcc 13.0 for sm_90): a stack frame would mean the 64-bit
+# hash or the state went to local memory.
 BRAIN_BUDGET = (40, 0)
 # Static shared memory (bytes) at most; every other kernel: none.
-SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632, "refit_top_kernel": 13824}
+SHARED_BUDGETS = {"render_tiles_kernel": 5632, "render_tiles_timed_kernel": 5632, "refit_top_kernel": 13824,
+                  "brain_propagate_kernel": 4 * (256 + 1)}  # its block's spikes: a count and 256 entries
 
 
 def probe_source() -> str:
