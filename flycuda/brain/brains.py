@@ -28,6 +28,7 @@ class Spikes:
 
     @classmethod
     def from_log(cls, entries: torch.Tensor, N: int) -> "Spikes":
+        """From brain_step's log entries ``(step << 32) | (b N + i)``, in any order."""
         e = np.sort(entries.cpu().numpy())
         idx = e & 0xFFFFFFFF
         return cls(e >> 32, idx // N, idx % N)
@@ -92,6 +93,7 @@ class Brains:
 
     @property
     def N(self) -> int:
+        """Neurons per brain."""
         return self.connectome.N
 
     def _brains(self, brains) -> list[int]:

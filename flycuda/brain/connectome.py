@@ -42,10 +42,12 @@ class Connectome:
 
     @property
     def N(self) -> int:
+        """Neurons."""
         return len(self.root_ids)
 
     @property
     def E(self) -> int:
+        """Synapses (connections: each carries its signed synapse count)."""
         return int(self.post.shape[0])
 
     @classmethod

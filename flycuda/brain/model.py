@@ -69,4 +69,5 @@ class Model:
         return v_const + ((g_to_v * 0.0) + (decay_v * self.v_0)) == self.v_0
 
     def as_dict(self) -> dict:
+        """The parameters by name (SI units)."""
         return asdict(self)
