@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..errors import FlycudaError
-from ..ops import brain_step
+from ..ops.brain import check_brain_setup
 from .connectome import Connectome
 from .model import Model
 
@@ -66,30 +66,32 @@ class Brains:
         self.rowptr, self.post, self.count = (t.to(dev) for t in (connectome.rowptr, connectome.post, connectome.count))
         self.consts, self.refractory, self.delay = self.model.consts(), self.model.refractory_steps(), \
             self.model.delay_steps()
-        self.v = torch.full((B, N), self.model.v_0, dtype=torch.float64, device=dev)
-        self.g = torch.zeros(B, N, dtype=torch.float64, device=dev)
-        self.last = torch.full((B, N), NEVER, dtype=torch.int32, device=dev)
-        self.acc = torch.zeros(B, N, dtype=torch.int32, device=dev)
-        self.ring = torch.zeros(self.delay + 1, B, N, dtype=torch.uint8, device=dev)
+        # the state (its values: reset())
+        self.v = torch.empty(B, N, dtype=torch.float64, device=dev)
+        self.g = torch.empty(B, N, dtype=torch.float64, device=dev)
+        self.last = torch.empty(B, N, dtype=torch.int32, device=dev)
+        self.acc = torch.empty(B, N, dtype=torch.int32, device=dev)
+        self.ring = torch.empty(self.delay + 1, B, N, dtype=torch.uint8, device=dev)
+        self.step_counter = torch.empty(1, dtype=torch.int64, device=dev)
+        self.log_count = torch.empty(1, dtype=torch.int64, device=dev)
+        # the inputs
         self.rate = torch.zeros(B, N, dtype=torch.float64, device=dev)
         self.silence = torch.zeros(B, N, dtype=torch.uint8, device=dev)
         seeds = np.arange(B) if seeds is None else np.asarray(seeds, dtype=np.int64).reshape(-1)
         if len(seeds) != B:
             raise FlycudaError(f"brain: seeds must hold one seed per brain ({B}), got {len(seeds)}")
         self.seeds = torch.as_tensor(seeds, dtype=torch.int64).to(dev)
-        self.step_counter = torch.zeros(1, dtype=torch.int64, device=dev)
-        self._steps = 0  # the counter's value, mirrored on the host (no sync to guard its range)
         # a spike per neuron of every brain between two drains by default (run() drains every 100 steps;
         # a neuron spikes at most every refractory + 1 steps, an excited one every other step)
         self.log = torch.zeros(log_capacity or max(1 << 16, B * N), dtype=torch.int64, device=dev)
-        self.log_count = torch.zeros(1, dtype=torch.int64, device=dev)
-        # the whole op once, its checks with it (the connectivity's values, once for this Brains); then
+        self.reset()
+        # the op's checks of what stays fixed (the options, the connectivity's values) once, here; then
         # step() calls the op itself, without the wrapper's per-call checks
+        self.consts = check_brain_setup(self.v, self.rowptr, self.post, consts=self.consts,
+                                        refractory=self.refractory, delay=self.delay)
         self._args = (self.v, self.g, self.last, self.acc, self.ring, self.log, self.log_count, self.rate,
                       self.silence, self.seeds, self.step_counter, self.rowptr, self.post, self.count, self.consts,
                       self.refractory, self.delay)
-        brain_step(*self._args[:14], consts=self.consts, refractory=self.refractory, delay=self.delay)
-        self.reset()
 
     @property
     def N(self) -> int:
@@ -127,12 +129,13 @@ class Brains:
             self.silence[b, idx] = int(silenced)
 
     def reset(self) -> None:
-        """Every brain back to rest at step 0 (inputs and silencing kept), the log emptied."""
+        """Every brain at rest at step 0 (inputs and silencing kept), the log emptied: the state a
+        Brains starts in."""
         self.v.fill_(self.model.v_0)
         for t in (self.g, self.acc, self.ring, self.step_counter, self.log_count):
             t.zero_()
         self.last.fill_(NEVER)
-        self._steps = 0
+        self._steps = 0  # the counter's value, mirrored on the host (no sync to guard its range)
 
     def step(self, steps: int = 1) -> None:
         """Advances every brain by ``steps`` steps of ``model.dt``."""

@@ -14,7 +14,7 @@ import torch
 from ._values import EVERY_DEVICE, check_index, check_offsets
 from .checks import check_option, check_same_device
 
-__all__ = ["brain_step", "BRAIN_CONSTS"]
+__all__ = ["brain_step", "check_brain_setup", "BRAIN_CONSTS"]
 
 BRAIN_CONSTS = ("v_rest", "v_reset", "v_th", "decay_g", "g_to_v", "v_const", "decay_v", "w_syn", "w_poi", "dt")
 """The names of :func:`brain_step`'s ``consts``, in order (:meth:`flycuda.brain.Model.consts`
@@ -69,6 +69,17 @@ def brain_step(v: torch.Tensor, g: torch.Tensor, last: torch.Tensor, acc: torch.
             argument); nothing is written.
         ValueError: ``consts``, ``refractory`` or ``delay`` out of range.
     """
+    consts = check_brain_setup(v, rowptr, post, consts=consts, refractory=refractory, delay=delay)
+    torch.ops.flycuda.brain_step.default(v, g, last, acc, ring, log, log_count, rate, silence, seeds, step, rowptr,
+                                         post, count, consts, int(refractory), int(delay))
+
+
+def check_brain_setup(v: torch.Tensor, rowptr: torch.Tensor, post: torch.Tensor, *, consts, refractory: int,
+                      delay: int) -> list[float]:
+    """The checks of what stays fixed over a run, :func:`brain_step`'s own (it calls this): the
+    options (a :class:`~flycuda.errors.FlycudaError`, a ValueError, when out of range) and the
+    connectivity's values (once per tensor version, on every device; a RuntimeError). Returns
+    ``consts`` as floats. :class:`flycuda.brain.Brains` calls it once, then the op directly."""
     consts = [float(c) for c in consts]
     check_option("brain_step", "consts", len(consts) == len(BRAIN_CONSTS) and all(map(math.isfinite, consts))
                  and consts[-1] > 0, f"{len(BRAIN_CONSTS)} finite numbers ({', '.join(BRAIN_CONSTS)}; dt > 0)",
@@ -79,8 +90,7 @@ def brain_step(v: torch.Tensor, g: torch.Tensor, last: torch.Tensor, acc: torch.
             and post.dtype == torch.int32 and rowptr.shape[0] == v.shape[1] + 1):
         check_offsets("brain_step", "rowptr", rowptr, post.shape[0], "E = post.size(0)", ref=v, devices=EVERY_DEVICE)
         check_index("brain_step", "post", post, v.shape[1], "N = v.size(1)", ref=v, devices=EVERY_DEVICE)
-    torch.ops.flycuda.brain_step.default(v, g, last, acc, ring, log, log_count, rate, silence, seeds, step, rowptr,
-                                         post, count, consts, int(refractory), int(delay))
+    return consts
 
 
 @torch.library.register_fake("flycuda::brain_step")
